@@ -1,0 +1,3 @@
+CREATE TABLE IF NOT EXISTS {{.SchemaVersion}} (
+    version INTEGER NOT NULL PRIMARY KEY
+)

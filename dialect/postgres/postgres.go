@@ -1,0 +1,128 @@
+// Package postgres is the seqbox dialect for PostgreSQL 15 and later, with
+// any driver bun supports (pgdriver, pgx stdlib, lib/pq).
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/sqlcore"
+)
+
+//go:embed migration/*.sql
+var migrationFS embed.FS
+
+// Dialect is the PostgreSQL implementation of dialect.Dialect.
+type Dialect struct {
+	*sqlcore.Core
+	q pgQueries
+}
+
+var _ dialect.Dialect = (*Dialect)(nil)
+
+// New returns the dialect for db with tables named prefix+name.
+func New(db *bun.DB, prefix string) (*Dialect, error) {
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	if err != nil {
+		return nil, err
+	}
+	core, err := sqlcore.New(sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
+		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Dialect{Core: core, q: buildQueries(core.Tables())}, nil
+}
+
+type pgQueries struct {
+	insertMessages string
+	vacuumDelete   string
+}
+
+func buildQueries(t dialect.Tables) pgQueries {
+	return pgQueries{
+		// One round trip: a data-modifying CTE always runs, referenced or not.
+		insertMessages: "WITH b AS (INSERT INTO " + t.Body + " (id, payload_type, payload, headers, created_at) VALUES ?) " +
+			"INSERT INTO " + t.Incoming + " (partition_id, body_id) VALUES ?",
+		vacuumDelete: "WITH d AS (DELETE FROM " + t.Outgoing + " WHERE partition_id = ? AND seq > ? AND seq <= ? RETURNING body_id) " +
+			"DELETE FROM " + t.Body + " b USING d WHERE b.id = d.body_id",
+	}
+}
+
+// MessageInsertMany writes body and incoming rows in one statement.
+func (d *Dialect) MessageInsertMany(ctx context.Context, conn bun.IConn, p *dialect.MessageInsertManyParams) error {
+	if len(p.Rows) == 0 {
+		return nil
+	}
+	_, err := d.Raw(conn, d.q.insertMessages, sqlcore.BodyValues(d.Flavor(), p.Rows), sqlcore.IncomingValues(p.Rows)).Exec(ctx)
+	return d.Wrap(err)
+}
+
+// VacuumDelete deletes a seq range of outgoing rows and their bodies in one statement.
+func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+	res, err := d.Raw(d.DB(), d.q.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
+	if err != nil {
+		return 0, d.Wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+type flavor struct{}
+
+func (flavor) Name() dialect.Name             { return dialect.Postgres }
+func (flavor) Features() dialect.Feature      { return dialect.RowLocks }
+func (flavor) Now() string                    { return "now()" }
+func (flavor) NowPlus() string                { return "(now() + ? * interval '1 microsecond')" }
+func (flavor) NowPlusArg(d time.Duration) any { return d.Microseconds() }
+
+// FOR NO KEY UPDATE does not conflict with the KEY SHARE a foreign key would
+// take, and is all a non-key UPDATE needs.
+func (flavor) PartitionLock() string     { return " FOR NO KEY UPDATE SKIP LOCKED" }
+func (flavor) RowLock() string           { return " FOR NO KEY UPDATE SKIP LOCKED" }
+func (flavor) InsertIgnore() string      { return "INSERT" }
+func (flavor) InsertIgnoreTail() string  { return "ON CONFLICT DO NOTHING" }
+func (flavor) TxOptions() *sql.TxOptions { return nil }
+func (flavor) BeginWrite() string        { return "" }
+
+// IsRetryable recognises serialization failures and deadlocks from any
+// driver without importing one: pgx and lib/pq expose SQLState(), pgdriver
+// exposes Field('C').
+func (flavor) IsRetryable(err error) bool {
+	var state string
+	var withState interface{ SQLState() string }
+	var withField interface{ Field(byte) string }
+	switch {
+	case errors.As(err, &withState):
+		state = withState.SQLState()
+	case errors.As(err, &withField):
+		state = withField.Field('C')
+	default:
+		return false
+	}
+	return state == "40001" || state == "40P01" || state == "55P03"
+}
+
+// Lock takes a session advisory lock; concurrent CREATE TABLE IF NOT EXISTS
+// races on PostgreSQL without it.
+func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(context.Context) error, error) {
+	if _, err := conn.NewRaw("SELECT pg_advisory_lock(hashtext(?))", name).Exec(ctx); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		_, err := conn.NewRaw("SELECT pg_advisory_unlock(hashtext(?))", name).Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("pg_advisory_unlock: %w", err)
+		}
+		return nil
+	}, nil
+}
