@@ -390,3 +390,22 @@ type DeadLetterCount struct {
 	Status      string
 	Count       int64
 }
+
+// String formats the id as a canonical UUID.
+func (id MessageID) String() string {
+	const hexDigits = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, b := range id {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexDigits[b>>4], hexDigits[b&0x0f])
+	}
+	return string(out)
+}
+
+// ErrPartitionCountMismatch matches *PartitionCountError.
+var ErrPartitionCountMismatch = errors.New("seqbox: partition count mismatch")
+
+// Is matches ErrPartitionCountMismatch.
+func (e *PartitionCountError) Is(target error) bool { return target == ErrPartitionCountMismatch }

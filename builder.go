@@ -1,0 +1,166 @@
+// Package seqbox is a transactional outbox with strict per-partition order
+// for PostgreSQL, MySQL/MariaDB and SQLite, on bun.
+//
+// Applications enqueue messages in the same SQL transaction as their
+// business writes; seqbox delivers every committed message to its queue's
+// handler at least once (exactly once for database effects in
+// transactional mode), in enqueue order within a partition, with
+// partitions worked in parallel across any number of processes sharing one
+// database. Build an outbox with New(db)...Start(ctx).
+package seqbox
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/uptrace/bun"
+	bundialect "github.com/uptrace/bun/dialect"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/mysql"
+	"github.com/seqbox/seqbox/dialect/postgres"
+	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+)
+
+// Outbox is the running outbox handle.
+type Outbox = outbox.Outbox
+
+// Config is the plain configuration a Builder produces.
+type Config = outbox.Config
+
+// Errors, re-exported from outbox: match them with errors.Is.
+var (
+	ErrInvalidQueueName       = outbox.ErrInvalidQueueName
+	ErrInvalidPayloadType     = outbox.ErrInvalidPayloadType
+	ErrPayloadTooLarge        = outbox.ErrPayloadTooLarge
+	ErrPartitionOutOfRange    = outbox.ErrPartitionOutOfRange
+	ErrQueueNotRegistered     = outbox.ErrQueueNotRegistered
+	ErrEmptyBatch             = outbox.ErrEmptyBatch
+	ErrPartitionCountMismatch = outbox.ErrPartitionCountMismatch
+	ErrInvalidConfig          = outbox.ErrInvalidConfig
+)
+
+// Builder collects the configuration fluently; Start validates it. Methods
+// never panic: a bad value is reported by Start.
+type Builder struct {
+	db            *bun.DB
+	prefix        string
+	cfg           outbox.Config
+	queueDefaults []processor.QueueOption
+	queues        []queueDecl
+}
+
+type queueDecl struct {
+	name       string
+	partitions int
+	handler    *processor.Handler
+	opts       []processor.QueueOption
+}
+
+// New starts a builder for db (any bun dialect: pg, mysql, sqlite).
+func New(db *bun.DB) *Builder {
+	return &Builder{db: db, prefix: dialect.DefaultPrefix}
+}
+
+// TablePrefix sets the table prefix ([a-z_][a-z0-9_]*, up to 32). Defaults to "seqbox_".
+func (b *Builder) TablePrefix(prefix string) *Builder { b.prefix = prefix; return b }
+
+// Migrate creates or upgrades the schema in Start. Defaults to false.
+func (b *Builder) Migrate(on bool) *Builder { b.cfg.Migrate = on; return b }
+
+// Logger sets the logger of every task. Defaults to slog.Default().
+func (b *Builder) Logger(l *slog.Logger) *Builder { b.cfg.Logger = l; return b }
+
+// Queue registers a queue with a fixed partition count (1..1024) and its
+// handler; a nil handler registers it for enqueueing only.
+func (b *Builder) Queue(name string, partitions int, h *processor.Handler, opts ...processor.QueueOption) *Builder {
+	b.queues = append(b.queues, queueDecl{name: name, partitions: partitions, handler: h, opts: opts})
+	return b
+}
+
+// QueueDefaults sets options applied to every queue before its own.
+func (b *Builder) QueueDefaults(opts ...processor.QueueOption) *Builder {
+	b.queueDefaults = append(b.queueDefaults, opts...)
+	return b
+}
+
+// ProcessorConcurrency bounds partitions processed at once. Defaults to 8.
+func (b *Builder) ProcessorConcurrency(n int) *Builder { b.cfg.Processor.Concurrency = n; return b }
+
+// PollInterval sets how often processors look for work from other processes. Defaults to 1s.
+func (b *Builder) PollInterval(d time.Duration) *Builder { b.cfg.Processor.PollInterval = d; return b }
+
+// SequencerWorkers sets the partitions sequenced at once. Defaults to 4 (1 on SQLite).
+func (b *Builder) SequencerWorkers(n int) *Builder { b.cfg.Sequencer.Workers = n; return b }
+
+// SequencerBatchSize sets rows moved per sequencer transaction. Defaults to 1000.
+func (b *Builder) SequencerBatchSize(n int) *Builder { b.cfg.Sequencer.BatchSize = n; return b }
+
+// ReconcileInterval sets the incoming-table scan period. Defaults to 1s.
+func (b *Builder) ReconcileInterval(d time.Duration) *Builder {
+	b.cfg.Sequencer.ReconcileInterval = d
+	return b
+}
+
+// VacuumInterval sets the pause between vacuum sweeps. Defaults to 1s.
+func (b *Builder) VacuumInterval(d time.Duration) *Builder { b.cfg.Vacuum.Interval = d; return b }
+
+// VacuumChunk sets messages pruned per vacuum transaction. Defaults to 5000.
+func (b *Builder) VacuumChunk(n int) *Builder { b.cfg.Vacuum.Chunk = n; return b }
+
+// MaxPayloadBytes bounds payload plus headers of a message. Defaults to 64 KiB.
+func (b *Builder) MaxPayloadBytes(n int) *Builder { b.cfg.MaxPayloadBytes = n; return b }
+
+// InstanceID names this process in lease rows. Defaults to host-pid-random.
+func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; return b }
+
+// Configure edits the plain Config directly, for settings without a method.
+func (b *Builder) Configure(fn func(*Config)) *Builder { fn(&b.cfg); return b }
+
+// Config returns the configuration the builder has collected, defaults filled.
+func (b *Builder) Config() Config {
+	cfg := b.cfg
+	cfg.Queues = nil
+	for _, q := range b.queues {
+		opts := append(append([]processor.QueueOption(nil), b.queueDefaults...), q.opts...)
+		cfg.Queues = append(cfg.Queues, outbox.QueueConfig{
+			Name: q.name, Partitions: q.partitions, Handler: q.handler, Options: processor.NewQueueOptions(opts...),
+		})
+	}
+	return cfg.WithDefaults()
+}
+
+// Start validates the configuration, migrates if asked, registers the
+// queues (idempotent; another partition count for an existing queue is an
+// ErrPartitionCountMismatch) and starts the background tasks.
+func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
+	if b.db == nil {
+		return nil, &outbox.ConfigError{Field: "db", Reason: "nil *bun.DB"}
+	}
+	d, err := Dialect(ctx, b.db, b.prefix)
+	if err != nil {
+		return nil, err
+	}
+	return outbox.Start(ctx, d, b.Config())
+}
+
+// Dialect picks the seqbox dialect for db's bun dialect.
+func Dialect(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, error) {
+	if err := dialect.ValidatePrefix(prefix); err != nil {
+		return nil, &outbox.ConfigError{Field: "TablePrefix", Reason: err.Error()}
+	}
+	switch name := db.Dialect().Name(); name {
+	case bundialect.PG:
+		return postgres.New(db, prefix)
+	case bundialect.MySQL:
+		return mysql.New(ctx, db, prefix)
+	case bundialect.SQLite:
+		return sqlite.New(db, prefix)
+	default:
+		return nil, &outbox.ConfigError{Field: "db", Reason: fmt.Sprintf("unsupported bun dialect %s (want pg, mysql or sqlite)", name)}
+	}
+}

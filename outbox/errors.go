@@ -1,0 +1,95 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// Sentinel errors, matched with errors.Is. The typed errors below carry the
+// offending values for errors.As.
+var (
+	ErrInvalidQueueName       = errors.New("seqbox: invalid queue name")
+	ErrInvalidPayloadType     = errors.New("seqbox: invalid payload type")
+	ErrPayloadTooLarge        = errors.New("seqbox: payload too large")
+	ErrPartitionOutOfRange    = errors.New("seqbox: partition out of range")
+	ErrQueueNotRegistered     = errors.New("seqbox: queue not registered")
+	ErrEmptyBatch             = errors.New("seqbox: empty batch")
+	ErrKeyAndPartition        = errors.New("seqbox: message sets both Key and Partition")
+	ErrInvalidHeaders         = errors.New("seqbox: invalid headers")
+	ErrNilConn                = errors.New("seqbox: nil connection")
+	ErrInvalidConfig          = errors.New("seqbox: invalid configuration")
+	ErrStopped                = errors.New("seqbox: outbox stopped")
+	ErrPartitionCountMismatch = dialect.ErrPartitionCountMismatch
+)
+
+// PartitionCountError reports a queue already registered with another
+// partition count; it matches ErrPartitionCountMismatch.
+type PartitionCountError = dialect.PartitionCountError
+
+// MessageError is a rejected message of an enqueue: which one, why (Err is
+// one of the sentinels), and the values involved. Nothing was written.
+type MessageError struct {
+	Index       int // position in the batch
+	Queue       string
+	Partition   int
+	PayloadType string
+	Size, Max   int // payload sizes, for ErrPayloadTooLarge
+	Err         error
+}
+
+func (e *MessageError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: message %d of queue %q", e.Err, e.Index, e.Queue)
+	switch {
+	case errors.Is(e.Err, ErrPayloadTooLarge):
+		fmt.Fprintf(&b, ": %d bytes, limit %d", e.Size, e.Max)
+	case errors.Is(e.Err, ErrPartitionOutOfRange):
+		fmt.Fprintf(&b, ": partition %d, queue has %d", e.Partition, e.Max)
+	case errors.Is(e.Err, ErrInvalidPayloadType):
+		fmt.Fprintf(&b, ": %q (1..255 printable ASCII characters)", e.PayloadType)
+	}
+	return b.String()
+}
+
+func (e *MessageError) Unwrap() error { return e.Err }
+
+// QueueNameError carries an invalid queue name; it matches ErrInvalidQueueName.
+type QueueNameError struct{ Name string }
+
+func (e *QueueNameError) Error() string {
+	return fmt.Sprintf("seqbox: invalid queue name %q: use 1..64 of [A-Za-z0-9._-], starting and ending with a letter or digit", e.Name)
+}
+func (e *QueueNameError) Is(target error) bool { return target == ErrInvalidQueueName }
+
+// QueueError names an unregistered queue; it matches ErrQueueNotRegistered.
+type QueueError struct{ Queue string }
+
+func (e *QueueError) Error() string {
+	return fmt.Sprintf("seqbox: queue %q is not registered: add it with Builder.Queue", e.Queue)
+}
+func (e *QueueError) Is(target error) bool { return target == ErrQueueNotRegistered }
+
+// ConfigError explains an invalid setting; it matches ErrInvalidConfig.
+type ConfigError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("seqbox: invalid configuration: %s: %s", e.Field, e.Reason)
+}
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// PendingError lists messages not yet processed when WaitProcessed gave up.
+type PendingError struct {
+	IDs []MessageID
+	Err error // the context's error
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("seqbox: %d message(s) still pending: %v", len(e.IDs), e.Err)
+}
+func (e *PendingError) Unwrap() error { return e.Err }

@@ -1,0 +1,578 @@
+// Package outbox is the handle applications hold: enqueue messages inside
+// their own SQL transactions, and run the pipeline that delivers them.
+// Build it with seqbox.New(db)...Start(ctx); see the seqbox package.
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/lifecycle"
+	"github.com/seqbox/seqbox/internal/uuidv7"
+	"github.com/seqbox/seqbox/prioritizer"
+	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/sequencer"
+	"github.com/seqbox/seqbox/vacuum"
+)
+
+// MessageID is a message's client-generated UUIDv7: one identity from
+// producer to handler to dead letter, usable as an idempotency key.
+type MessageID = dialect.MessageID
+
+// Message is one message to enqueue.
+type Message struct {
+	// Key, when set, picks the partition: PartitionForKey(Key, n), so every
+	// message of one key stays in order. Leave Partition zero then.
+	Key string
+	// Partition is the 0-based partition when Key is empty.
+	Partition int
+	// PayloadType names the payload's format (1..255 printable ASCII), e.g.
+	// "order.created.v1".
+	PayloadType string
+	Payload     []byte
+	// Headers travel with the message (stored as a JSON object).
+	Headers map[string]string
+}
+
+// Defaults of Config, in one place.
+const (
+	MaxPayloadBytesDefault   = 64 << 10
+	EnqueueChunkRowsDefault  = 1000
+	EnqueueChunkBytesDefault = 4 << 20
+	MaybeDirtyWindowDefault  = prioritizer.ProbeWindowDefault
+)
+
+// QueueConfig registers one queue.
+type QueueConfig struct {
+	Name string
+	// Partitions is fixed at first registration (1..1024).
+	Partitions int
+	// Handler consumes the queue; nil registers it for enqueueing only (a
+	// producer-only process), and other processes consume it.
+	Handler *processor.Handler
+	Options processor.QueueOptions
+}
+
+// Config is the whole configuration of an outbox. Zero fields take their
+// defaults (see each field); Builder produces one.
+type Config struct {
+	// Migrate creates or upgrades the schema in Start. Defaults to false.
+	Migrate bool
+	Logger  *slog.Logger
+	Queues  []QueueConfig
+	// MaxPayloadBytes bounds payload plus headers of one message. Defaults
+	// to 64 KiB; at most the dialect's cap (one row must fit one statement).
+	MaxPayloadBytes int
+	// EnqueueChunkRows and EnqueueChunkBytes bound one multi-row INSERT
+	// (bun inlines values, bytes as hex). Default 1000 rows and 4 MiB.
+	EnqueueChunkRows  int
+	EnqueueChunkBytes int
+	// MaybeDirtyWindow is how long a partition enqueued through a
+	// caller-owned transaction is re-checked for its rows. Defaults to 1s.
+	MaybeDirtyWindow time.Duration
+	Sequencer        sequencer.Config
+	Processor        processor.Config
+	Vacuum           vacuum.Config
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, MaxPayloadBytesDefault)
+	c.EnqueueChunkRows = cmp.Or(c.EnqueueChunkRows, EnqueueChunkRowsDefault)
+	c.EnqueueChunkBytes = cmp.Or(c.EnqueueChunkBytes, EnqueueChunkBytesDefault)
+	c.MaybeDirtyWindow = cmp.Or(c.MaybeDirtyWindow, MaybeDirtyWindowDefault)
+	c.Sequencer.Logger = cmp.Or(c.Sequencer.Logger, c.Logger)
+	c.Processor.Logger = cmp.Or(c.Processor.Logger, c.Logger)
+	c.Vacuum.Logger = cmp.Or(c.Vacuum.Logger, c.Logger)
+	c.Sequencer = c.Sequencer.WithDefaults()
+	c.Processor = c.Processor.WithDefaults()
+	c.Vacuum = c.Vacuum.WithDefaults()
+	return c
+}
+
+// Validate checks the configuration against the dialect's limits.
+func (c Config) Validate(d dialect.Dialect) error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	seen := map[string]bool{}
+	for i, q := range c.Queues {
+		if err := ValidateQueueName(q.Name); err != nil {
+			return bad(fmt.Sprintf("Queues[%d]", i), "%v", err)
+		}
+		if seen[q.Name] {
+			return bad("Queues", "queue %q registered twice", q.Name)
+		}
+		seen[q.Name] = true
+		if q.Partitions < MinPartitions || q.Partitions > MaxPartitions {
+			return bad("Queues["+q.Name+"].Partitions", "%d: must be %d..%d", q.Partitions, MinPartitions, MaxPartitions)
+		}
+		if err := q.Options.Validate(); err != nil {
+			return bad("Queues["+q.Name+"].Options", "%v", err)
+		}
+	}
+	switch {
+	case c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > d.MaxPayloadBytes():
+		return bad("MaxPayloadBytes", "%d: must be 1..%d on %s", c.MaxPayloadBytes, d.MaxPayloadBytes(), d.Name())
+	case c.EnqueueChunkRows < 1 || c.EnqueueChunkRows > 100000:
+		return bad("EnqueueChunkRows", "%d: must be 1..100000", c.EnqueueChunkRows)
+	case c.EnqueueChunkBytes < 1<<10 || c.EnqueueChunkBytes > d.MaxStatementBytes():
+		return bad("EnqueueChunkBytes", "%d: must be 1 KiB..%d on %s", c.EnqueueChunkBytes, d.MaxStatementBytes(), d.Name())
+	case c.MaybeDirtyWindow < 0:
+		return bad("MaybeDirtyWindow", "must be >= 0")
+	}
+	if err := c.Sequencer.Validate(); err != nil {
+		return bad("Sequencer", "%v", err)
+	}
+	if err := c.Processor.Validate(); err != nil {
+		return bad("Processor", "%v", err)
+	}
+	if err := c.Vacuum.Validate(); err != nil {
+		return bad("Vacuum", "%v", err)
+	}
+	return nil
+}
+
+type queueInfo struct {
+	name string
+	ids  []int64
+}
+
+// Outbox is a running outbox: enqueue through it, stop it when done.
+type Outbox struct {
+	d   dialect.Dialect
+	cfg Config
+	log *slog.Logger
+
+	queues map[string]*queueInfo
+
+	prio  *prioritizer.Prioritizer
+	seq   *sequencer.Sequencer
+	procs *processor.Pool
+	vac   *vacuum.Vacuum
+
+	enqueued atomic.Int64
+
+	stopping chan struct{}
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+	runErr   error
+}
+
+// Start validates cfg, migrates if asked, registers the queues and starts
+// the background tasks. The tasks outlive ctx; end them with Stop.
+func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) {
+	cfg = cfg.WithDefaults()
+	if d.Features().Has(dialect.SingleWriter) && cfg.Sequencer.Workers == sequencer.WorkersDefault {
+		cfg.Sequencer.Workers = 1 // one writer: more sequencer workers only queue
+	}
+	if err := cfg.Validate(d); err != nil {
+		return nil, err
+	}
+	if cfg.Migrate {
+		if err := d.SchemaMigrate(ctx); err != nil {
+			return nil, err
+		}
+	}
+	o := &Outbox{
+		d: d, cfg: cfg, log: cfg.Logger, queues: make(map[string]*queueInfo),
+		stopping: make(chan struct{}), done: make(chan struct{}),
+	}
+	var specs []processor.QueueSpec
+	for _, q := range cfg.Queues {
+		ids, err := d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queue: q.Name, Partitions: q.Partitions})
+		if err != nil {
+			return nil, err
+		}
+		o.queues[q.Name] = &queueInfo{name: q.Name, ids: ids}
+		specs = append(specs, processor.QueueSpec{Name: q.Name, Handler: q.Handler, Options: q.Options, PartitionIDs: ids})
+	}
+	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
+	o.procs = processor.NewPool(d, cfg.Processor, specs)
+	o.seq = sequencer.New(d, o.prio, o.procs.Notify, cfg.Sequencer)
+	o.vac = vacuum.New(d, cfg.Vacuum)
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	o.cancel = cancel
+	var g errgroup.Group
+	g.Go(func() error { return o.seq.Run(runCtx, o.stopping) })
+	g.Go(func() error { return o.procs.Run(runCtx, o.stopping) })
+	g.Go(func() error { return o.vac.Run(runCtx, o.stopping) })
+	go func() {
+		o.runErr = g.Wait()
+		close(o.done)
+	}()
+	return o, nil
+}
+
+// Stop stops taking new work and waits for in-flight batches to finish. If
+// ctx ends first, it cancels them (their transactions roll back, leases
+// expire) and returns ctx's error. Safe to call more than once.
+func (o *Outbox) Stop(ctx context.Context) error {
+	o.stopOnce.Do(func() { close(o.stopping) })
+	select {
+	case <-o.done:
+		o.cancel()
+		return o.runErr
+	case <-ctx.Done():
+		o.cancel()
+		<-o.done
+		return ctx.Err()
+	}
+}
+
+// Stopped is closed once every background task has ended.
+func (o *Outbox) Stopped() <-chan struct{} { return o.done }
+
+// Dialect returns the dialect the outbox runs on.
+func (o *Outbox) Dialect() dialect.Dialect { return o.d }
+
+// Enqueue writes one message on conn (usually the caller's transaction) and
+// returns its id. See EnqueueBatch.
+func (o *Outbox) Enqueue(ctx context.Context, conn bun.IConn, queue string, m Message) (MessageID, error) {
+	ids, err := o.EnqueueBatch(ctx, conn, queue, []Message{m})
+	if err != nil {
+		return MessageID{}, err
+	}
+	return ids[0], nil
+}
+
+// EnqueueBatch validates every message, then writes them on conn in order,
+// in multi-row chunks. Nothing is written if any message is invalid.
+//
+// conn is usually the caller's transaction (bun.Tx or *sql.Tx): the messages
+// exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatch runs its own
+// transaction. A bun.Conn or *sql.Conn is used as is, as if it were a
+// transaction the caller owns.
+func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]MessageID, error) {
+	rows, err := o.prepare(queue, msgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkOpen(); err != nil {
+		return nil, err
+	}
+	ids := make([]MessageID, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	switch c := conn.(type) {
+	case nil:
+		return nil, ErrNilConn
+	case *bun.DB:
+		err = c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, rows) })
+		if err == nil {
+			o.markCommitted(rows)
+		}
+	case *sql.DB:
+		err = o.insertInSQLTx(ctx, c, rows)
+		if err == nil {
+			o.markCommitted(rows)
+		}
+	default:
+		err = o.insert(ctx, conn, rows)
+		if err == nil {
+			o.markPending(ctx, rows)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seqbox: enqueue to %q: %w", queue, err)
+	}
+	o.enqueued.Add(int64(len(rows)))
+	return ids, nil
+}
+
+func (o *Outbox) checkOpen() error {
+	select {
+	case <-o.stopping:
+		return ErrStopped
+	default:
+		return nil
+	}
+}
+
+// prepare validates the whole batch and builds the rows, before any write.
+func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, error) {
+	if err := ValidateQueueName(queue); err != nil {
+		return nil, err
+	}
+	q := o.queues[queue]
+	if q == nil {
+		return nil, &QueueError{Queue: queue}
+	}
+	if len(msgs) == 0 {
+		return nil, fmt.Errorf("%w for queue %q", ErrEmptyBatch, queue)
+	}
+	rows := make([]dialect.MessageRow, len(msgs))
+	for i := range msgs {
+		m := &msgs[i]
+		fail := func(err error) *MessageError {
+			return &MessageError{Index: i, Queue: queue, Partition: m.Partition, PayloadType: m.PayloadType, Err: err}
+		}
+		if err := ValidatePayloadType(m.PayloadType); err != nil {
+			return nil, fail(err)
+		}
+		part := m.Partition
+		if m.Key != "" {
+			if m.Partition != 0 {
+				return nil, fail(ErrKeyAndPartition)
+			}
+			part = PartitionForKey(m.Key, len(q.ids))
+		} else if part < 0 || part >= len(q.ids) {
+			e := fail(ErrPartitionOutOfRange)
+			e.Max = len(q.ids)
+			return nil, e
+		}
+		var headers []byte
+		if m.Headers != nil {
+			var err error
+			if headers, err = json.Marshal(m.Headers); err != nil {
+				return nil, fail(fmt.Errorf("%w: %w", ErrInvalidHeaders, err))
+			}
+		}
+		if size := len(m.Payload) + len(headers); size > o.cfg.MaxPayloadBytes {
+			e := fail(ErrPayloadTooLarge)
+			e.Size, e.Max = size, o.cfg.MaxPayloadBytes
+			return nil, e
+		}
+		payload := m.Payload
+		if payload == nil {
+			payload = []byte{} // NOT NULL column; an empty payload is valid
+		}
+		rows[i] = dialect.MessageRow{PartitionID: q.ids[part], PayloadType: m.PayloadType, Payload: payload, Headers: headers}
+	}
+	ids := make([][16]byte, len(rows))
+	if err := uuidv7.Fill(ids, time.Now()); err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		rows[i].ID = ids[i]
+	}
+	return rows, nil
+}
+
+// insert writes rows in chunks bounded by rows and by statement bytes.
+func (o *Outbox) insert(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
+	start, size := 0, 0
+	for i := range rows {
+		// Hex doubles bytes; the rest is the id twice, the type and SQL text.
+		rowBytes := 2*(len(rows[i].Payload)+len(rows[i].Headers)) + len(rows[i].PayloadType) + 160
+		if i > start && (i-start >= o.cfg.EnqueueChunkRows || size+rowBytes > o.cfg.EnqueueChunkBytes) {
+			if err := o.d.MessageInsertMany(ctx, conn, &dialect.MessageInsertManyParams{Rows: rows[start:i]}); err != nil {
+				return err
+			}
+			start, size = i, 0
+		}
+		size += rowBytes
+	}
+	return o.d.MessageInsertMany(ctx, conn, &dialect.MessageInsertManyParams{Rows: rows[start:]})
+}
+
+func (o *Outbox) insertInSQLTx(ctx context.Context, db *sql.DB, rows []dialect.MessageRow) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := o.insert(ctx, tx, rows); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// markCommitted signals partitions whose rows are committed now.
+func (o *Outbox) markCommitted(rows []dialect.MessageRow) {
+	for _, pid := range partitionsOf(rows) {
+		o.prio.MarkDirty(pid)
+	}
+}
+
+// markPending handles rows written in a transaction the caller will commit
+// later: inside Transaction they are signalled after commit; otherwise the
+// sequencer re-checks them for a while ("maybe dirty"), and the reconciler
+// scan is the safety net.
+func (o *Outbox) markPending(ctx context.Context, rows []dialect.MessageRow) {
+	if col, ok := ctx.Value(txKey{o}).(*collector); ok {
+		col.add(partitionsOf(rows))
+		return
+	}
+	for _, pid := range partitionsOf(rows) {
+		o.prio.MarkMaybeDirty(pid)
+	}
+}
+
+func partitionsOf(rows []dialect.MessageRow) []int64 {
+	var out []int64
+	for i := range rows {
+		if i == 0 || rows[i].PartitionID != rows[i-1].PartitionID {
+			out = append(out, rows[i].PartitionID)
+		}
+	}
+	return out
+}
+
+type txKey struct{ o *Outbox }
+
+type collector struct {
+	mu  sync.Mutex
+	ids map[int64]struct{}
+}
+
+func (c *collector) add(ids []int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		c.ids[id] = struct{}{}
+	}
+}
+
+// Transaction runs fn in a transaction on the outbox's database and, once
+// it has committed, wakes the sequencer for every partition fn enqueued to.
+// Enqueue inside fn with the tx it receives.
+func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	col := &collector{ids: make(map[int64]struct{})}
+	ctx = context.WithValue(ctx, txKey{o}, col)
+	if err := o.d.DB().RunInTx(ctx, nil, fn); err != nil {
+		return err
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	for id := range col.ids {
+		o.prio.MarkDirty(id)
+	}
+	return nil
+}
+
+// Flush wakes the sequencer now for partitions enqueued through caller-owned
+// transactions: call it after such a transaction commits for the lowest
+// latency (Transaction does this for you).
+func (o *Outbox) Flush() { o.prio.Flush() }
+
+// WaitProcessed returns when every given message has been acked (or
+// dead-lettered), or with a *PendingError when ctx ends first. Ids that
+// were never committed count as done.
+func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
+	delay := 2 * time.Millisecond
+	for {
+		pending, err := o.d.MessagePendingList(ctx, ids)
+		if err != nil {
+			if ctx.Err() != nil {
+				return &PendingError{IDs: ids, Err: ctx.Err()}
+			}
+			return err
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if !lifecycle.Sleep(ctx, delay) {
+			return &PendingError{IDs: pending, Err: ctx.Err()}
+		}
+		ids = pending
+		delay = min(delay*2, 250*time.Millisecond)
+	}
+}
+
+// Counters are this process's pipeline counts since Start.
+type Counters struct {
+	Enqueued     int64
+	Sequenced    int64
+	Delivered    int64
+	Retried      int64
+	DeadLettered int64
+	Vacuumed     int64
+}
+
+// Counters returns the process counters (cheap: no database access).
+func (o *Outbox) Counters() Counters {
+	pc := o.procs.Counters()
+	return Counters{
+		Enqueued: o.enqueued.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
+		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Vacuumed: o.vac.Deleted(),
+	}
+}
+
+// PartitionStats is one partition's state in the database.
+type PartitionStats struct {
+	Queue     string
+	Partition int
+	// Incoming is the number of committed messages not yet sequenced.
+	Incoming int64
+	// Unprocessed is the number sequenced but not yet acked.
+	Unprocessed int64
+	// ProcessedSeq is the cursor; Sequence the last seq handed out.
+	ProcessedSeq, Sequence int64
+	// OldestIncoming is when the oldest unsequenced message was enqueued.
+	OldestIncoming time.Time
+	// Attempts and LastError describe a failing head message.
+	Attempts      int
+	LastError     string
+	NextAttemptAt time.Time
+	LockedUntil   time.Time
+	// DeadLetters counts dead letters by status.
+	DeadLetters map[string]int64
+}
+
+// Stats is a snapshot of the outbox.
+type Stats struct {
+	Partitions []PartitionStats
+	Counters   Counters
+}
+
+// Stats reads every partition's backlog and dead letters from the database.
+func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+	ps, err := o.d.PartitionStats(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	dls, err := o.d.DeadLetterCount(ctx)
+	if err != nil {
+		return Stats{}, err
+	}
+	byPartition := map[int64]map[string]int64{}
+	for _, d := range dls {
+		if byPartition[d.PartitionID] == nil {
+			byPartition[d.PartitionID] = map[string]int64{}
+		}
+		byPartition[d.PartitionID][d.Status] = d.Count
+	}
+	st := Stats{Counters: o.Counters(), Partitions: make([]PartitionStats, len(ps))}
+	for i, p := range ps {
+		st.Partitions[i] = PartitionStats{
+			Queue: p.Queue, Partition: p.Partition, Incoming: p.Incoming, Unprocessed: p.Sequence - p.ProcessedSeq,
+			ProcessedSeq: p.ProcessedSeq, Sequence: p.Sequence, OldestIncoming: p.OldestIncoming,
+			Attempts: p.Attempts, LastError: p.LastError, NextAttemptAt: p.NextAttemptAt, LockedUntil: p.LockedUntil,
+			DeadLetters: byPartition[p.PartitionID],
+		}
+	}
+	return st, nil
+}
+
+// Reconcile scans the incoming table now (the periodic safety net), for
+// tools and tests that cannot wait for the next scan.
+func (o *Outbox) Reconcile(ctx context.Context) error { return o.seq.Reconcile(ctx) }
+
+// Sweep runs one vacuum pass now and returns the messages it pruned.
+func (o *Outbox) Sweep(ctx context.Context) (int, error) { return o.vac.Sweep(ctx) }
+
+// PartitionIDs returns a registered queue's partition row ids (tests, tools).
+func (o *Outbox) PartitionIDs(queue string) []int64 {
+	if q := o.queues[queue]; q != nil {
+		return append([]int64(nil), q.ids...)
+	}
+	return nil
+}

@@ -1,0 +1,475 @@
+// Package processor delivers sequenced messages to handlers: one task per
+// partition, woken by the sequencer's notifier, a poll, or its retry timer.
+// A partition is worked by one task in one process at a time, across every
+// process sharing the database (a lease or a row lock), so order holds.
+package processor
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/seqbox/seqbox/deadletter"
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/lifecycle"
+)
+
+// Pool defaults.
+const (
+	ConcurrencyDefault  = 8
+	PollIntervalDefault = time.Second
+)
+
+// Config tunes the pool.
+type Config struct {
+	// Concurrency is how many partitions run a batch at once, across all
+	// queues; each holds at most one connection. Defaults to 8.
+	Concurrency int
+	// PollInterval is how often the pool looks for work that no in-process
+	// signal announced (rows sequenced by another process, expired leases
+	// and retry times). Defaults to 1s.
+	PollInterval time.Duration
+	// Owner names this process in lease rows. Defaults to host-pid-random.
+	Owner  string
+	Logger *slog.Logger
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
+	if c.Owner == "" {
+		c.Owner = DefaultOwner()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a setting that cannot work.
+func (c Config) Validate() error {
+	if c.Concurrency < 1 {
+		return errors.New("processor concurrency must be >= 1")
+	}
+	if c.PollInterval <= 0 {
+		return errors.New("poll interval must be > 0")
+	}
+	if len(c.Owner) > 128 {
+		return errors.New("owner must be at most 128 bytes")
+	}
+	return nil
+}
+
+// DefaultOwner is host-pid-random: unique per process start.
+func DefaultOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	owner := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	if len(owner) > 128 {
+		owner = owner[len(owner)-128:]
+	}
+	return owner
+}
+
+// QueueSpec is one queue this pool processes.
+type QueueSpec struct {
+	Name         string
+	Handler      *Handler
+	Options      QueueOptions
+	PartitionIDs []int64 // by partition number
+}
+
+// Counters are process-wide delivery counts.
+type Counters struct {
+	Delivered    int64 // messages acked (dead letters not counted)
+	Retried      int64 // failed handler calls that will be retried
+	DeadLettered int64
+}
+
+// Pool runs one task per partition of every queue with a handler.
+type Pool struct {
+	d     dialect.Dialect
+	cfg   Config
+	log   *slog.Logger
+	sem   *semaphore.Weighted
+	tasks map[int64]*task
+	ids   []int64
+
+	delivered, retried, deadLettered atomic.Int64
+}
+
+// NewPool builds the pool; cfg and every queue's options must be valid.
+func NewPool(d dialect.Dialect, cfg Config, queues []QueueSpec) *Pool {
+	cfg = cfg.WithDefaults()
+	p := &Pool{
+		d: d, cfg: cfg, log: cfg.Logger.With("component", "processor"),
+		sem: semaphore.NewWeighted(int64(cfg.Concurrency)), tasks: make(map[int64]*task),
+	}
+	for _, q := range queues {
+		if q.Handler == nil {
+			continue // producer-only queue here; other processes consume it
+		}
+		for i, pid := range q.PartitionIDs {
+			p.tasks[pid] = &task{
+				pool: p, queue: q.Name, partition: i, id: pid, h: q.Handler, opts: q.Options,
+				wake: make(chan struct{}, 1), batch: q.Options.BatchSize,
+			}
+			p.ids = append(p.ids, pid)
+		}
+	}
+	return p
+}
+
+// Counters returns the delivery counts so far.
+func (p *Pool) Counters() Counters {
+	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load()}
+}
+
+// Notify wakes a partition's task; unknown partitions are ignored.
+func (p *Pool) Notify(partitionID int64) {
+	if t := p.tasks[partitionID]; t != nil {
+		t.notify()
+	}
+}
+
+// Run works until stopping closes (in-flight batches finish) or ctx ends.
+func (p *Pool) Run(ctx context.Context, stopping <-chan struct{}) error {
+	if len(p.tasks) == 0 {
+		return nil
+	}
+	waitCtx, cancel := lifecycle.UntilStopping(ctx, stopping)
+	defer cancel()
+	var g errgroup.Group
+	for _, t := range p.tasks {
+		t.notify() // rows may already wait from before this process started
+		g.Go(func() error { t.run(ctx, waitCtx); return nil })
+	}
+	g.Go(func() error {
+		for lifecycle.Sleep(waitCtx, p.cfg.PollInterval) {
+			ids, err := p.d.ProcessorReadyList(waitCtx, &dialect.ProcessorReadyListParams{PartitionIDs: p.ids})
+			if err != nil {
+				if waitCtx.Err() == nil {
+					p.log.Warn("poll for ready partitions failed", slog.Any("error", err))
+				}
+				continue
+			}
+			for _, id := range ids {
+				p.Notify(id)
+			}
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// task is one partition's worker. Its fields other than wake are touched
+// only by its own goroutine, so batch-size state is per partition.
+type task struct {
+	pool      *Pool
+	queue     string
+	partition int
+	id        int64
+	h         *Handler
+	opts      QueueOptions
+	wake      chan struct{}
+
+	batch     int // current batch size: 1 after a failure, doubling back
+	dbErrors  int
+	retryWait time.Duration
+}
+
+func (t *task) notify() {
+	select {
+	case t.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (t *task) run(ctx, waitCtx context.Context) {
+	var timer *time.Timer
+	var timerC <-chan time.Time
+	for {
+		select {
+		case <-waitCtx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return
+		case <-t.wake:
+		case <-timerC:
+		}
+		if timer != nil {
+			timer.Stop()
+			timer, timerC = nil, nil
+		}
+		for waitCtx.Err() == nil {
+			if err := t.pool.sem.Acquire(waitCtx, 1); err != nil {
+				return
+			}
+			more := t.step(ctx)
+			t.pool.sem.Release(1)
+			if t.retryWait > 0 {
+				// Local timer for the retry; other processes read next_attempt_at.
+				timer = time.NewTimer(t.retryWait + 5*time.Millisecond)
+				timerC, t.retryWait = timer.C, 0
+				break
+			}
+			if !more {
+				break
+			}
+		}
+	}
+}
+
+// step runs one batch, recovering panics outside the handler as DB-style
+// errors, and reports whether more work is likely.
+func (t *task) step(ctx context.Context) bool {
+	var more bool
+	err := lifecycle.Safely(func() error {
+		var err error
+		if t.h.mode == ModeTransactional {
+			more, err = t.stepTransactional(ctx)
+		} else {
+			more, err = t.stepLeased(ctx)
+		}
+		return err
+	})
+	if err == nil {
+		t.dbErrors = 0
+		return more
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	t.dbErrors++
+	t.retryWait = lifecycle.Backoff(t.dbErrors, 100*time.Millisecond, 30*time.Second)
+	lifecycle.LogPanic(t.pool.log, "process partition failed", err,
+		slog.String("queue", t.queue), slog.Int("partition", t.partition))
+	return false
+}
+
+func (t *task) deliveries(msgs []dialect.OutgoingMessage, attempts int) *Batch {
+	b := &Batch{Messages: make([]Delivery, len(msgs))}
+	for i, m := range msgs {
+		d := Delivery{
+			ID: m.ID, Queue: t.queue, Partition: t.partition, Seq: m.Seq, PayloadType: m.PayloadType,
+			Payload: m.Payload, EnqueuedAt: m.CreatedAt, Attempts: attempts,
+		}
+		if len(m.Headers) > 0 {
+			if err := json.Unmarshal(m.Headers, &d.Headers); err != nil {
+				t.pool.log.Warn("message headers are not a JSON object; delivered without them",
+					slog.String("queue", t.queue), slog.Int64("seq", m.Seq), slog.Any("error", err))
+			}
+		}
+		b.Messages[i] = d
+	}
+	return b
+}
+
+// outcome turns a handler result into the cursor update. acked counts
+// messages done (rejected ones included); failed is set when the first
+// unacked message must be retried.
+type outcome struct {
+	update  *dialect.ProcessorUpdateParams
+	acked   int
+	dead    int
+	failed  bool
+	failure error
+}
+
+func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect.OutgoingMessage, b *Batch, herr error) outcome {
+	var dls []dialect.DeadLetter
+	for i := 0; i < b.acked; i++ {
+		if rerr, ok := b.rejected[i]; ok {
+			dls = append(dls, deadletter.New(t.id, msgs[i], rerr, state.Attempts))
+		}
+	}
+	acked := b.acked
+	if herr == nil {
+		acked = len(msgs)
+	} else if errors.Is(herr, ErrRejected) && acked < len(msgs) {
+		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, state.Attempts+1))
+		acked++
+		herr = nil
+	}
+	seqAt := func(n int) int64 {
+		if n == 0 {
+			return state.ProcessedSeq
+		}
+		return msgs[n-1].Seq
+	}
+	if herr == nil {
+		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), int64(acked), dls), acked: acked, dead: len(dls)}
+	}
+	// The head of what is left failed. Its count continues only if it was
+	// already the head; a new head starts at one.
+	failures := 1
+	if acked == 0 {
+		failures = state.Attempts + 1
+	}
+	if t.opts.MaxAttempts > 0 && failures >= t.opts.MaxAttempts {
+		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
+		acked++
+		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), int64(acked), dls), acked: acked, dead: len(dls), failure: herr}
+	}
+	delay := lifecycle.FullJitter(failures, t.opts.RetryBase, t.opts.RetryMax)
+	return outcome{
+		update: dialect.ProcessorFailure(t.id, owner, seqAt(acked), int64(acked), failures,
+			deadletter.TruncateError(herr.Error()), max(delay, time.Millisecond), dls),
+		acked: acked, dead: len(dls), failed: true, failure: herr,
+	}
+}
+
+// record counts an applied outcome and adapts the batch size: it falls to 1
+// after a failure to isolate a poison message, then doubles back.
+func (t *task) record(o outcome, full bool) bool {
+	p := t.pool
+	p.deadLettered.Add(int64(o.dead))
+	p.delivered.Add(int64(o.acked - o.dead))
+	if o.failed {
+		p.retried.Add(1)
+		t.batch = 1
+		t.retryWait = o.update.RetryAfter
+		p.log.Warn("handler failed; will retry", slog.String("queue", t.queue), slog.Int("partition", t.partition),
+			slog.Int("attempts", o.update.Attempts), slog.Duration("retry_in", o.update.RetryAfter), slog.Any("error", o.failure))
+		return false
+	}
+	if o.failure != nil {
+		p.log.Error("message dead-lettered after max attempts", slog.String("queue", t.queue),
+			slog.Int("partition", t.partition), slog.Any("error", o.failure))
+	}
+	t.batch = min(t.batch*2, t.opts.BatchSize)
+	return full || o.dead > 0
+}
+
+// stepLeased: lease (attempts counted now, so a crash leaves a trace), read,
+// run the handler outside any transaction, then ack guarded by the lease.
+func (t *task) stepLeased(ctx context.Context) (bool, error) {
+	p := t.pool
+	leaseStart := time.Now()
+	state, ok, err := p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease})
+	if err != nil || !ok {
+		return false, err // leased elsewhere, backing off, or empty: a poll or notify brings us back
+	}
+	limit := t.batch
+	abandoned := t.opts.MaxAttempts > 0 && state.Attempts >= t.opts.MaxAttempts
+	if abandoned {
+		limit = 1 // the head was leased MaxAttempts times and never acked: a crash loop
+	}
+	msgs, err := p.d.OutgoingList(ctx, p.d.DB(), &dialect.OutgoingListParams{PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
+	if err != nil {
+		return false, err
+	}
+	if len(msgs) == 0 {
+		return false, t.apply(ctx, dialect.ProcessorFailure(t.id, p.cfg.Owner, state.ProcessedSeq, 0, state.Attempts, "", 0, nil))
+	}
+	var o outcome
+	if abandoned {
+		b := &Batch{Messages: make([]Delivery, 1)}
+		o = t.decide(state, p.cfg.Owner, msgs, b, fmt.Errorf("lease taken %d times without an ack", state.Attempts))
+	} else {
+		b := t.deliveries(msgs, state.Attempts)
+		hctx, cancel := context.WithDeadline(ctx, leaseStart.Add(t.opts.Lease-t.opts.LeaseHeadroom))
+		herr := lifecycle.Safely(func() error { return t.h.leased(hctx, b) })
+		cancel()
+		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
+	}
+	if err := t.apply(ctx, o.update); err != nil {
+		if errors.Is(err, dialect.ErrLeaseLost) {
+			// The lease expired and another process took the partition; it
+			// redelivers what we could not ack (at-least-once).
+			p.log.Warn("lease lost before ack", slog.String("queue", t.queue), slog.Int("partition", t.partition))
+			return false, nil
+		}
+		return false, err
+	}
+	return t.record(o, len(msgs) == limit), nil
+}
+
+func (t *task) apply(ctx context.Context, u *dialect.ProcessorUpdateParams) error {
+	return t.pool.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		return t.pool.d.ProcessorUpdate(ctx, tx, u)
+	})
+}
+
+// errRollback unwinds the transaction after a handler failure.
+var errRollback = errors.New("seqbox: handler failed, rolling back")
+
+// stepTransactional: lock the processor row, read, run the handler and ack
+// in one transaction. A failure rolls back everything; the failure itself is
+// then recorded in a second, small transaction.
+func (t *task) stepTransactional(ctx context.Context) (bool, error) {
+	p := t.pool
+	var (
+		state  dialect.ProcessorState
+		locked bool
+		msgs   []dialect.OutgoingMessage
+		b      *Batch
+		herr   error
+		o      outcome
+	)
+	limit := t.batch
+	err := p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		var err error
+		if state, locked, err = p.d.ProcessorLock(ctx, tx, t.id); err != nil || !locked {
+			return err
+		}
+		msgs, err = p.d.OutgoingList(ctx, tx, &dialect.OutgoingListParams{PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
+		if err != nil || len(msgs) == 0 {
+			return err
+		}
+		b = t.deliveries(msgs, state.Attempts)
+		hctx, cancel := context.WithTimeout(ctx, t.opts.HandlerTimeout)
+		herr = lifecycle.Safely(func() error { return t.h.txBatch(hctx, tx, b) })
+		cancel()
+		if herr != nil {
+			return errRollback
+		}
+		o = t.decide(state, "", msgs, b, nil)
+		return p.d.ProcessorUpdate(ctx, tx, o.update)
+	})
+	switch {
+	case errors.Is(err, errRollback):
+	case err != nil:
+		return false, err
+	case !locked || len(msgs) == 0:
+		return false, nil
+	default:
+		return t.record(o, len(msgs) == limit), nil
+	}
+	if b.acked > 0 || len(msgs) > 1 {
+		// Rolled back with other messages in the batch: isolate the failing
+		// one by retrying at batch size 1 right away; nothing is counted yet.
+		t.batch = 1
+		return true, nil
+	}
+	// The head failed alone: record it (or dead-letter it) under the row lock.
+	err = p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		now, ok, err := p.d.ProcessorLock(ctx, tx, t.id)
+		if err != nil || !ok || now.ProcessedSeq != state.ProcessedSeq {
+			locked = false
+			return err
+		}
+		locked = true
+		o = t.decide(now, "", msgs[:1], &Batch{Messages: b.Messages[:1]}, herr)
+		return p.d.ProcessorUpdate(ctx, tx, o.update)
+	})
+	if err != nil || !locked {
+		return false, err
+	}
+	return t.record(o, false), nil
+}

@@ -1,0 +1,141 @@
+// Package vacuum prunes processed rows. Every ack bumps its partition's
+// vacuum counter; a sweep visits only partitions whose counter is above
+// zero, deletes outgoing and body rows at or below the cursor in chunks (one
+// transaction each), then subtracts the counter it saw, so acks that landed
+// during the sweep are kept for the next one.
+package vacuum
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/lifecycle"
+)
+
+// Defaults.
+const (
+	IntervalDefault = time.Second
+	ChunkDefault    = 5000
+)
+
+// Config tunes the vacuum.
+type Config struct {
+	// Interval between sweeps. Defaults to 1s.
+	Interval time.Duration
+	// Chunk is the most messages deleted per transaction. Defaults to 5000.
+	Chunk  int
+	Logger *slog.Logger
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
+	c.Chunk = cmp.Or(c.Chunk, ChunkDefault)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports a setting that cannot work.
+func (c Config) Validate() error {
+	if c.Interval <= 0 {
+		return errors.New("vacuum interval must be > 0")
+	}
+	if c.Chunk < 1 || c.Chunk > 100000 {
+		return errors.New("vacuum chunk must be 1..100000")
+	}
+	return nil
+}
+
+// Vacuum is the pruning task.
+type Vacuum struct {
+	d       dialect.Dialect
+	cfg     Config
+	log     *slog.Logger
+	deleted atomic.Int64
+}
+
+// New builds a vacuum; cfg must be validated.
+func New(d dialect.Dialect, cfg Config) *Vacuum {
+	cfg = cfg.WithDefaults()
+	return &Vacuum{d: d, cfg: cfg, log: cfg.Logger.With("component", "vacuum")}
+}
+
+// Deleted is the number of messages this process has pruned.
+func (v *Vacuum) Deleted() int64 { return v.deleted.Load() }
+
+// Run sweeps every Interval until stopping closes or ctx ends.
+func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
+	waitCtx, cancel := lifecycle.UntilStopping(ctx, stopping)
+	defer cancel()
+	failures := 0
+	for {
+		delay := v.cfg.Interval
+		err := lifecycle.Safely(func() error { _, err := v.Sweep(waitCtx); return err })
+		switch {
+		case err == nil:
+			failures = 0
+		case waitCtx.Err() != nil:
+			return nil
+		default:
+			failures++
+			delay = max(delay, lifecycle.Backoff(failures, 500*time.Millisecond, time.Minute))
+			lifecycle.LogPanic(v.log, "vacuum sweep failed", err)
+		}
+		if !lifecycle.Sleep(waitCtx, delay) {
+			return nil
+		}
+	}
+}
+
+// Sweep prunes every partition with a positive counter once and returns
+// how many messages it deleted.
+func (v *Vacuum) Sweep(ctx context.Context) (int, error) {
+	counters, err := v.d.VacuumCounterList(ctx)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	var errs []error
+	for _, c := range counters {
+		n, err := v.sweepPartition(ctx, c)
+		total += n
+		if err != nil {
+			if ctx.Err() != nil {
+				return total, ctx.Err()
+			}
+			// One broken partition must not stop the others.
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+func (v *Vacuum) sweepPartition(ctx context.Context, c dialect.VacuumCounter) (int, error) {
+	lowest, err := v.d.VacuumLowestSeq(ctx, c.PartitionID)
+	if err != nil {
+		return 0, err
+	}
+	total := 0
+	if lowest > 0 && lowest <= c.ProcessedSeq {
+		// Seqs are gap-free, so a seq range of Chunk is exactly Chunk rows.
+		for from := lowest - 1; from < c.ProcessedSeq; {
+			to := min(from+int64(v.cfg.Chunk), c.ProcessedSeq)
+			n, err := v.d.VacuumDelete(ctx, &dialect.VacuumDeleteParams{PartitionID: c.PartitionID, FromSeq: from, ToSeq: to})
+			if err != nil {
+				// Leave the counter: the rows left behind are found next time.
+				return total, err
+			}
+			total += n
+			v.deleted.Add(int64(n))
+			from = to
+		}
+	}
+	return total, v.d.VacuumCounterSubtract(ctx, c.PartitionID, c.Counter)
+}
