@@ -76,7 +76,9 @@ func Lease(duration, headroom time.Duration) QueueOption {
 }
 
 // HandlerTimeout sets a transactional handler's deadline.
-func HandlerTimeout(d time.Duration) QueueOption { return func(o *QueueOptions) { o.HandlerTimeout = d } }
+func HandlerTimeout(d time.Duration) QueueOption {
+	return func(o *QueueOptions) { o.HandlerTimeout = d }
+}
 
 // ErrInvalidOptions matches every option validation error.
 var ErrInvalidOptions = errors.New("seqbox: invalid queue options")
