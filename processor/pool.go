@@ -292,17 +292,30 @@ type outcome struct {
 }
 
 func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect.OutgoingMessage, b *Batch, herr error) outcome {
+	// deliveries counts this delivery too: the head's continues its
+	// earlier failures, a message behind it was never delivered before.
+	deliveries := func(i int) int {
+		if i == 0 {
+			return state.Attempts + 1
+		}
+		return 1
+	}
 	var dls []dialect.DeadLetter
 	for i := 0; i < b.acked; i++ {
 		if rerr, ok := b.rejected[i]; ok {
-			dls = append(dls, deadletter.New(t.id, msgs[i], rerr, state.Attempts))
+			dls = append(dls, deadletter.New(t.id, msgs[i], rerr, deliveries(i)))
 		}
 	}
 	acked := b.acked
-	if herr == nil {
+	switch {
+	case herr == nil:
 		acked = len(msgs)
-	} else if errors.Is(herr, ErrRejected) && acked < len(msgs) {
-		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, state.Attempts+1))
+	case acked >= len(msgs):
+		// Everything was acked before the error: no message is left to
+		// retry, reject or blame (and msgs[acked] below would not exist).
+		herr = nil
+	case errors.Is(herr, ErrRejected):
+		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, deliveries(acked)))
 		acked++
 		herr = nil
 	}
@@ -317,10 +330,7 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 	}
 	// The head of what is left failed. Its count continues only if it was
 	// already the head; a new head starts at one.
-	failures := 1
-	if acked == 0 {
-		failures = state.Attempts + 1
-	}
+	failures := deliveries(acked)
 	if t.opts.MaxAttempts > 0 && failures >= t.opts.MaxAttempts {
 		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
 		acked++
@@ -451,9 +461,11 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 	default:
 		return t.record(o, len(msgs) == limit), nil
 	}
-	if b.acked > 0 || len(msgs) > 1 {
+	if len(msgs) > 1 {
 		// Rolled back with other messages in the batch: isolate the failing
 		// one by retrying at batch size 1 right away; nothing is counted yet.
+		// (Not on acks alone: a lone message acked and then failed would
+		// come back here forever, with no delay and no attempt counted.)
 		t.batch = 1
 		return true, nil
 	}

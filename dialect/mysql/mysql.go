@@ -48,16 +48,14 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	cfg, err := config(db, prefix)
 	if err != nil {
 		return nil, err
 	}
 	// Leave room for the statement text around the hex-encoded values.
 	maxStatement := int(packet) - 64<<10
-	core, err := sqlcore.New(sqlcore.Config{
-		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
-		MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement,
-	})
+	cfg.MaxPayloadBytes, cfg.MaxStatementBytes = maxStatement/2-64<<10, maxStatement
+	core, err := sqlcore.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +68,26 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 			"WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?",
 		readState: "SELECT processed_seq, attempts FROM " + t.Processor + " WHERE partition_id = ? AND locked_by = ?",
 	}, nil
+}
+
+// SchemaStatements renders the embedded schema for prefix without a
+// database: the statements SchemaMigrate runs, in order.
+func SchemaStatements(prefix string) ([]string, error) {
+	cfg, err := config(nil, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return sqlcore.Render(cfg.Bootstrap, cfg.Migrations, cfg.Prefix)
+}
+
+// config is shared by New and SchemaStatements; New adds the size limits,
+// which depend on the server.
+func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	if err != nil {
+		return sqlcore.Config{}, err
+	}
+	return sqlcore.Config{DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs}, nil
 }
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)

@@ -29,18 +29,37 @@ var _ dialect.Dialect = (*Dialect)(nil)
 
 // New returns the dialect for db with tables named prefix+name.
 func New(db *bun.DB, prefix string) (*Dialect, error) {
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	cfg, err := config(db, prefix)
 	if err != nil {
 		return nil, err
 	}
-	core, err := sqlcore.New(sqlcore.Config{
-		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
-		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
-	})
+	core, err := sqlcore.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Dialect{Core: core, q: buildQueries(core.Tables())}, nil
+}
+
+// SchemaStatements renders the embedded schema for prefix without a
+// database: the statements SchemaMigrate runs, in order.
+func SchemaStatements(prefix string) ([]string, error) {
+	cfg, err := config(nil, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return sqlcore.Render(cfg.Bootstrap, cfg.Migrations, cfg.Prefix)
+}
+
+// config is shared by New and SchemaStatements.
+func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	if err != nil {
+		return sqlcore.Config{}, err
+	}
+	return sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
+		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
+	}, nil
 }
 
 type pgQueries struct {

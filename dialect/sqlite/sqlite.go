@@ -43,23 +43,43 @@ func DSN(driverName, path string) string {
 
 // New returns the dialect for db with tables named prefix+name.
 func New(db *bun.DB, prefix string) (*Dialect, error) {
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	cfg, err := config(db, prefix)
 	if err != nil {
 		return nil, err
 	}
-	tables, err := dialect.NewTables(prefix)
-	if err != nil {
-		return nil, err
-	}
-	core, err := sqlcore.New(sqlcore.Config{
-		DB: db, Prefix: prefix, Flavor: flavor{beginWrite: "UPDATE " + tables.SchemaVersion + " SET version = version WHERE 0"},
-		Bootstrap: boot, Migrations: migs,
-		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
-	})
+	core, err := sqlcore.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return &Dialect{Core: core}, nil
+}
+
+// SchemaStatements renders the embedded schema for prefix without a
+// database: the statements SchemaMigrate runs, in order.
+func SchemaStatements(prefix string) ([]string, error) {
+	cfg, err := config(nil, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return sqlcore.Render(cfg.Bootstrap, cfg.Migrations, cfg.Prefix)
+}
+
+// config is shared by New and SchemaStatements, so both validate the prefix
+// and load the migrations the same way.
+func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+	if err != nil {
+		return sqlcore.Config{}, err
+	}
+	tables, err := dialect.NewTables(prefix)
+	if err != nil {
+		return sqlcore.Config{}, err
+	}
+	return sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{beginWrite: "UPDATE " + tables.SchemaVersion + " SET version = version WHERE 0"},
+		Bootstrap: boot, Migrations: migs,
+		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
+	}, nil
 }
 
 type flavor struct {

@@ -51,7 +51,7 @@ func Backoff(n int, base, max time.Duration) time.Duration {
 	}
 	d := base
 	for i := 1; i < n; i++ {
-		if d >= max/2 {
+		if d > max/2 { // else d*2 <= max: no overflow
 			return max
 		}
 		d *= 2

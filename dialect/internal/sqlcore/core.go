@@ -92,18 +92,50 @@ func New(cfg Config) (*Core, error) {
 		db: cfg.DB, flavor: cfg.Flavor, tables: tables,
 		maxPayload: cfg.MaxPayloadBytes, maxStatement: cfg.MaxStatementBytes,
 	}
-	if c.bootSQL, err = render(cfg.Bootstrap, tables); err != nil {
+	if c.bootSQL, c.migSQL, err = renderSchema(cfg.Bootstrap, cfg.Migrations, tables); err != nil {
 		return nil, err
-	}
-	for _, m := range cfg.Migrations {
-		stmts, err := render(m, tables)
-		if err != nil {
-			return nil, err
-		}
-		c.migSQL = append(c.migSQL, stmts)
 	}
 	c.q = buildQueries(tables, cfg.Flavor)
 	return c, nil
+}
+
+// Render returns the schema statements for a prefix without a database: the
+// bootstrap's, then every migration's, in order. It is what
+// Core.SchemaStatements returns, for golden files and bun/migrate users.
+func Render(bootstrap string, migrations []string, prefix string) ([]string, error) {
+	tables, err := dialect.NewTables(prefix)
+	if err != nil {
+		return nil, err
+	}
+	boot, migs, err := renderSchema(bootstrap, migrations, tables)
+	if err != nil {
+		return nil, err
+	}
+	return flatten(boot, migs), nil
+}
+
+// renderSchema renders the bootstrap and each migration separately: New
+// keeps migrations apart to apply and record them one version at a time.
+func renderSchema(bootstrap string, migrations []string, t dialect.Tables) (boot []string, migs [][]string, err error) {
+	if boot, err = render(bootstrap, t); err != nil {
+		return nil, nil, err
+	}
+	for _, m := range migrations {
+		stmts, err := render(m, t)
+		if err != nil {
+			return nil, nil, err
+		}
+		migs = append(migs, stmts)
+	}
+	return boot, migs, nil
+}
+
+func flatten(boot []string, migs [][]string) []string {
+	out := append([]string(nil), boot...)
+	for _, m := range migs {
+		out = append(out, m...)
+	}
+	return out
 }
 
 func render(src string, t dialect.Tables) ([]string, error) {
@@ -190,13 +222,7 @@ func (c *Core) exec(ctx context.Context, q string, args ...any) (sql.Result, err
 // ---------------------------------------------------------------- schema
 
 // SchemaStatements returns the bootstrap and every migration's statements.
-func (c *Core) SchemaStatements() []string {
-	out := append([]string(nil), c.bootSQL...)
-	for _, m := range c.migSQL {
-		out = append(out, m...)
-	}
-	return out
-}
+func (c *Core) SchemaStatements() []string { return flatten(c.bootSQL, c.migSQL) }
 
 // SchemaMigrate applies missing migrations under a database-wide lock.
 func (c *Core) SchemaMigrate(ctx context.Context) (err error) {

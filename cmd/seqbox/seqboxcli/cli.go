@@ -1,0 +1,108 @@
+// Package seqboxcli is the seqbox command-line tool. It lives in an
+// importable package, not in package main, so that every subcommand can be
+// run and tested in-process: Main takes the arguments and the output
+// streams and returns the exit code.
+package seqboxcli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0 // success
+	ExitFailure = 1 // the command ran and failed (verification, database error)
+	ExitUsage   = 2 // bad command line
+)
+
+// streams are a command's outputs.
+type streams struct {
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand. run parses its own flags from args.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, s streams, args []string) int
+	// usage prints the command's flags to w; nil if it has none.
+	usage func(w io.Writer)
+}
+
+// commands is the dispatch table, built per call so that the package holds
+// no mutable state. Planned: bench, migrate, status, dlq.
+func commands() []command {
+	return []command{
+		{name: "demo", summary: "run producers and consumers against a database and verify every guarantee", run: runDemo, usage: demoUsage},
+	}
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// Main runs the seqbox command line with args (without the program name)
+// and returns the process exit code: ExitOK, ExitFailure or ExitUsage.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	s := streams{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return ExitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			c, ok := lookup(args[1])
+			if !ok {
+				fmt.Fprintf(stderr, "seqbox: unknown command %q\n\n", args[1])
+				usage(stderr)
+				return ExitUsage
+			}
+			if c.usage != nil {
+				c.usage(stdout)
+			}
+			return ExitOK
+		}
+		usage(stdout)
+		return ExitOK
+	}
+	c, ok := lookup(args[0])
+	if !ok {
+		fmt.Fprintf(stderr, "seqbox: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return ExitUsage
+	}
+	return c.run(ctx, s, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "seqbox is the command-line tool of the seqbox transactional outbox.\n\n")
+	fmt.Fprint(w, "Usage:\n  seqbox <command> [flags]\n\nCommands:\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, c := range commands() {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(tw, "  help [command]\tshow this help or a command's flags\n")
+	_ = tw.Flush()
+	fmt.Fprint(w, "\nDatabases (--dsn):\n"+dsnHelp)
+}
+
+// isTerminal reports whether w is a terminal, so progress can redraw one
+// line with \r instead of printing a line per update.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,262 @@
+package seqboxcli
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox/dialect/sqlite"
+)
+
+// Drivers ParseDSN reports.
+const (
+	DriverPostgres = "postgres" // pgdriver
+	DriverMySQL    = "mysql"    // go-sql-driver/mysql
+	DriverSQLite   = "sqlite"   // sqliteshim (modernc or mattn)
+)
+
+// maxConns bounds each pool: producers, processors, sequencer and vacuum
+// share it, and idle connections are kept so bursts do not reconnect.
+const maxConns = 32
+
+const dsnHelp = `  postgres://user:pass@host:5432/db?…   (postgresql:// too; pgdriver)
+  mysql://user:pass@host:3306/db?…      (or the driver's own user:pass@tcp(host:3306)/db?…)
+  sqlite:path/to/file.db                (sqlite://path, file:path; created if missing)
+`
+
+// ErrDSN matches every error ParseDSN returns.
+var ErrDSN = errors.New("seqbox: invalid DSN")
+
+// ParseDSN recognises a DSN and returns the driver to open it with and the
+// DSN in that driver's own form, with the settings seqbox needs added when
+// the user did not give them:
+//
+//   - postgres:// and postgresql:// stay URLs; read_timeout=60s is added
+//     (pgdriver's 10 s default cuts long lock waits), and sslmode=disable
+//     when the host is the local machine (pgdriver otherwise insists on TLS).
+//   - mysql://user:pass@host:port/db?… becomes user:pass@tcp(host:port)/db?…;
+//     that native form (anything with "@tcp(" or "@unix(") is accepted too.
+//     parseTime=true and maxAllowedPacket=0 are added (seqbox reads times
+//     and sizes its statements from the server's packet limit).
+//   - sqlite:path, sqlite://path and file:path open a database file in WAL
+//     mode with a busy timeout (sqlite.DSN); a path that already carries
+//     parameters ('?') is used as given.
+func ParseDSN(dsn string) (driver, native string, err error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		native, err = postgresDSN(dsn)
+		return DriverPostgres, native, err
+	case strings.HasPrefix(dsn, "mysql://"):
+		native, err = mysqlURLToNative(dsn)
+		return DriverMySQL, native, err
+	case strings.Contains(dsn, "@tcp("), strings.Contains(dsn, "@unix("),
+		strings.HasPrefix(dsn, "tcp("), strings.HasPrefix(dsn, "unix("):
+		native, err = mysqlNative(dsn)
+		return DriverMySQL, native, err
+	case strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
+		native, err = sqliteDSN(dsn)
+		return DriverSQLite, native, err
+	default:
+		return "", "", fmt.Errorf("%w %s: want one of\n%s", ErrDSN, redact(dsn), dsnHelp)
+	}
+}
+
+func postgresDSN(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		// url's error repeats the DSN, password included.
+		return "", fmt.Errorf("%w: cannot parse the postgres URL", ErrDSN)
+	}
+	q := u.Query()
+	var add []string // appended, so the user's own parameters keep their order
+	if !q.Has("sslmode") && isLocalHost(u.Hostname()) {
+		add = append(add, "sslmode=disable")
+	}
+	if !q.Has("read_timeout") {
+		add = append(add, "read_timeout=60s")
+	}
+	return appendParams(dsn, add), nil
+}
+
+func isLocalHost(host string) bool {
+	switch host {
+	case "", "localhost", "127.0.0.1", "::1":
+		return true // pgdriver dials localhost when the host is empty
+	}
+	return false
+}
+
+func mysqlURLToNative(dsn string) (string, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("%w: cannot parse the mysql URL", ErrDSN)
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "3306"
+	}
+	var b strings.Builder
+	if u.User != nil {
+		b.WriteString(u.User.Username())
+		if pass, ok := u.User.Password(); ok {
+			b.WriteString(":" + pass)
+		}
+		b.WriteString("@")
+	}
+	b.WriteString("tcp(" + net.JoinHostPort(host, port) + ")/")
+	b.WriteString(strings.TrimPrefix(u.Path, "/"))
+	if u.RawQuery != "" {
+		b.WriteString("?" + u.RawQuery)
+	}
+	return mysqlNative(b.String())
+}
+
+func mysqlNative(dsn string) (string, error) {
+	params := ""
+	if _, after, ok := strings.Cut(dsn, "?"); ok {
+		params = after
+	}
+	q, err := url.ParseQuery(params)
+	if err != nil {
+		return "", fmt.Errorf("%w: mysql parameters: %w", ErrDSN, err)
+	}
+	var add []string
+	if !q.Has("parseTime") {
+		add = append(add, "parseTime=true")
+	}
+	if !q.Has("maxAllowedPacket") {
+		add = append(add, "maxAllowedPacket=0") // 0: read the server's max_allowed_packet
+	}
+	dsn = appendParams(dsn, add)
+	if _, err := mysql.ParseDSN(dsn); err != nil {
+		return "", fmt.Errorf("%w: mysql: %w", ErrDSN, err)
+	}
+	return dsn, nil
+}
+
+func sqliteDSN(dsn string) (string, error) {
+	path := dsn
+	switch {
+	case strings.HasPrefix(path, "sqlite://"):
+		path = strings.TrimPrefix(path, "sqlite://")
+	case strings.HasPrefix(path, "sqlite:"):
+		path = strings.TrimPrefix(path, "sqlite:")
+	case strings.HasPrefix(path, "file:"):
+		path = strings.TrimPrefix(path, "file:")
+	}
+	name, _, _ := strings.Cut(path, "?")
+	switch {
+	case name == "":
+		return "", fmt.Errorf("%w %q: no file path", ErrDSN, dsn)
+	case name == ":memory:" || strings.Contains(path, "mode=memory"):
+		// Every pooled connection would get its own empty database.
+		return "", fmt.Errorf("%w %q: in-memory SQLite is not supported, use a file", ErrDSN, dsn)
+	case strings.Contains(path, "?"):
+		return "file:" + path, nil
+	default:
+		return sqlite.DSN(sqliteshim.DriverName(), path), nil
+	}
+}
+
+func appendParams(dsn string, add []string) string {
+	if len(add) == 0 {
+		return dsn
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+		if strings.HasSuffix(dsn, "?") || strings.HasSuffix(dsn, "&") {
+			sep = ""
+		}
+	}
+	return dsn + sep + strings.Join(add, "&")
+}
+
+// redact hides the password of a DSN for messages.
+func redact(dsn string) string {
+	if strings.Contains(dsn, "://") {
+		if u, err := url.Parse(dsn); err == nil {
+			return u.Redacted()
+		}
+		return "(unparsable URL)"
+	}
+	if at := strings.LastIndex(dsn, "@"); at >= 0 { // native MySQL: user:pass@tcp(…)
+		if user, _, ok := strings.Cut(dsn[:at], ":"); ok {
+			return user + ":xxxxx" + dsn[at:]
+		}
+	}
+	return dsn
+}
+
+// OpenDB opens dsn (see ParseDSN) as a *bun.DB with the dialect and driver
+// settings seqbox expects, and checks that the database answers.
+func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
+	driver, native, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		sqldb *sql.DB
+		wrap  func(*sql.DB) *bun.DB
+	)
+	switch driver {
+	case DriverPostgres:
+		connector, err := pgConnector(native)
+		if err != nil {
+			return nil, err
+		}
+		sqldb = sql.OpenDB(connector)
+		wrap = func(sqldb *sql.DB) *bun.DB { return bun.NewDB(sqldb, pgdialect.New()) }
+	case DriverMySQL:
+		if sqldb, err = sql.Open("mysql", native); err != nil {
+			return nil, fmt.Errorf("seqbox: open %s: %w", redact(dsn), err)
+		}
+		// seqbox stores and compares times in UTC (see DESIGN.md §3).
+		wrap = func(sqldb *sql.DB) *bun.DB {
+			return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC")))
+		}
+	case DriverSQLite:
+		if sqldb, err = sql.Open(sqliteshim.ShimName, native); err != nil {
+			return nil, fmt.Errorf("seqbox: open %s: %w", redact(dsn), err)
+		}
+		wrap = func(sqldb *sql.DB) *bun.DB { return bun.NewDB(sqldb, sqlitedialect.New()) }
+	}
+	sqldb.SetMaxOpenConns(maxConns)
+	sqldb.SetMaxIdleConns(maxConns)
+	// Ping before bun.NewDB: mysqldialect queries the server version there
+	// and only logs a failure.
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := sqldb.PingContext(pingCtx); err != nil {
+		_ = sqldb.Close()
+		return nil, fmt.Errorf("seqbox: connect to %s: %w", redact(dsn), err)
+	}
+	return wrap(sqldb), nil
+}
+
+// pgConnector turns pgdriver's panic on a DSN it rejects (e.g. an unknown
+// sslmode) into an error.
+func pgConnector(dsn string) (c *pgdriver.Connector, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: postgres: %v", ErrDSN, r)
+		}
+	}()
+	return pgdriver.NewConnector(pgdriver.WithDSN(dsn)), nil
+}

@@ -1,0 +1,74 @@
+package mysql
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFlavorIsRetryable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		msg  string
+		want bool
+	}{
+		{"Error 1213 (40001): Deadlock found when trying to get lock; try restarting transaction", true},
+		{"Error 1205 (HY000): Lock wait timeout exceeded; try restarting transaction", true},
+		{"Error 3101 (40001): Plugin instructed the server to rollback the current transaction", true},
+		{"Error 1062 (23000): Duplicate entry '1' for key 'PRIMARY'", false},
+		{"Error 12130 (HY000): not a deadlock", false},
+		{"Error 1146 (42S02): Table 'x' doesn't exist", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.msg, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, flavor{}.IsRetryable(errors.New(tt.msg)))
+			require.Equal(t, tt.want, flavor{}.IsRetryable(fmt.Errorf("exec: %w", errors.New(tt.msg))), "wrapped")
+		})
+	}
+}
+
+func TestCheckVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		version string
+		mariaDB bool
+		ok      bool
+	}{
+		{"10.11.14-MariaDB-0+deb12u1", true, true},
+		{"10.6.0-MariaDB", true, true},
+		{"11.4.2-MariaDB", true, true},
+		{"10.5.2-MariaDB", true, false},
+		{"8.0.36", false, true},
+		{"8.0.1", false, true},
+		{"8.4.0-commercial", false, true},
+		{"9.1.0", false, true},
+		{"8.0.0", false, false},
+		{"5.7.44", false, false},
+		{"5.7.44-log", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			t.Parallel()
+			mariaDB, err := checkVersion(tt.version)
+			require.Equal(t, tt.mariaDB, mariaDB)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrServerTooOld)
+			require.Contains(t, err.Error(), tt.version)
+		})
+	}
+}
+
+func TestCheckVersionGarbage(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", "garbage", "v8.0.36", "8.0", "MariaDB"} {
+		_, err := checkVersion(v)
+		require.Error(t, err, "%q", v)
+		require.ErrorIs(t, err, ErrServerTooOld, "%q", v)
+	}
+}

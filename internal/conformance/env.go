@@ -1,0 +1,175 @@
+// Package conformance is seqbox's one behaviour suite: every guarantee of
+// DESIGN.md section 1 as a named test, run unchanged against PostgreSQL,
+// MariaDB/MySQL and SQLite (see conformance_test.go for the wiring).
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/outbox"
+)
+
+// Env is one test's database and table prefix.
+type Env struct {
+	T      *testing.T
+	Ctx    context.Context
+	DB     *bun.DB
+	Prefix string
+	D      dialect.Dialect
+}
+
+// Case is one named behaviour.
+type Case struct {
+	Name string
+	Run  func(e *Env)
+}
+
+// Run runs every case against db, each with fresh tables.
+func Run(t *testing.T, db *bun.DB, cases []Case) {
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			e := NewEnv(t, db)
+			c.Run(e)
+		})
+	}
+}
+
+// NewEnv migrates a fresh prefix and drops it when the test ends.
+func NewEnv(t *testing.T, db *bun.DB) *Env {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	prefix := dbtest.Prefix(t)
+	d, err := seqbox.Dialect(ctx, db, prefix)
+	require.NoError(t, err)
+	require.NoError(t, d.SchemaMigrate(ctx))
+	t.Cleanup(func() {
+		if os.Getenv("SEQBOX_KEEP_TABLES") == "" {
+			_ = d.SchemaDrop(context.Background())
+		}
+	})
+	return &Env{T: t, Ctx: ctx, DB: db, Prefix: prefix, D: d}
+}
+
+// Logger logs through t.Log at warn level and above, so failures show the
+// pipeline's complaints without flooding passing runs.
+func (e *Env) Logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{e.T}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// Builder is a builder on this env's tables, tuned for fast tests.
+func (e *Env) Builder() *seqbox.Builder {
+	return seqbox.New(e.DB).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
+		PollInterval(50 * time.Millisecond).ReconcileInterval(200 * time.Millisecond).
+		VacuumInterval(100 * time.Millisecond)
+}
+
+// Start starts b and stops it at cleanup.
+func (e *Env) Start(b *seqbox.Builder) *outbox.Outbox {
+	ob, err := b.Start(e.Ctx)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = ob.Stop(ctx)
+	})
+	return ob
+}
+
+// Count returns the rows of a seqbox table ("body", "incoming", …).
+func (e *Env) Count(table string) int {
+	var n int
+	require.NoError(e.T, e.DB.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(e.Prefix+table)).Scan(e.Ctx, &n))
+	return n
+}
+
+// Counts returns the row count of every table.
+func (e *Env) Counts() map[string]int {
+	out := map[string]int{}
+	for _, t := range []string{"partitions", "body", "incoming", "outgoing", "processor", "vacuum_counter", "dead_letters"} {
+		out[t] = e.Count(t)
+	}
+	return out
+}
+
+// Eventually polls cond until it holds or the bound passes (a failure
+// bound, not a timing assertion).
+func (e *Env) Eventually(what string, cond func() bool) {
+	e.T.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.T.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Recorder collects deliveries per queue partition, safe for concurrent use.
+type Recorder struct {
+	mu   sync.Mutex
+	got  map[string][]outbox.MessageID // queue/partition → ids in delivery order
+	seqs map[string][]int64
+	all  map[outbox.MessageID]int
+	n    int
+}
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder {
+	return &Recorder{got: map[string][]outbox.MessageID{}, seqs: map[string][]int64{}, all: map[outbox.MessageID]int{}}
+}
+
+func key(queue string, partition int) string { return fmt.Sprintf("%s/%d", queue, partition) }
+
+// Add records one delivery.
+func (r *Recorder) Add(queue string, partition int, seq int64, id outbox.MessageID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := key(queue, partition)
+	r.got[k] = append(r.got[k], id)
+	r.seqs[k] = append(r.seqs[k], seq)
+	r.all[id]++
+	r.n++
+}
+
+// Len is the number of deliveries, duplicates included.
+func (r *Recorder) Len() int { r.mu.Lock(); defer r.mu.Unlock(); return r.n }
+
+// Distinct is the number of distinct ids delivered.
+func (r *Recorder) Distinct() int { r.mu.Lock(); defer r.mu.Unlock(); return len(r.all) }
+
+// IDs returns a partition's delivered ids in order.
+func (r *Recorder) IDs(queue string, partition int) []outbox.MessageID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]outbox.MessageID(nil), r.got[key(queue, partition)]...)
+}
+
+// Seqs returns a partition's delivered seqs in order.
+func (r *Recorder) Seqs(queue string, partition int) []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.seqs[key(queue, partition)]...)
+}
+
+// Times returns how often id was delivered.
+func (r *Recorder) Times(id outbox.MessageID) int { r.mu.Lock(); defer r.mu.Unlock(); return r.all[id] }

@@ -1,0 +1,69 @@
+package conformance
+
+import (
+	"sync"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// testRegistrationIdempotent: starting twice with the same queues reuses
+// the same rows; processor and vacuum rows exist per partition.
+func testRegistrationIdempotent(e *Env) {
+	a := e.Start(e.Builder().Queue("orders", 4, nil).Queue("audit", 1, nil))
+	counts := e.Counts()
+	require.Equal(e.T, 5, counts["partitions"])
+	require.Equal(e.T, 5, counts["processor"])
+	require.Equal(e.T, 5, counts["vacuum_counter"])
+	b := e.Start(e.Builder().Queue("orders", 4, nil).Queue("audit", 1, nil))
+	require.Equal(e.T, a.PartitionIDs("orders"), b.PartitionIDs("orders"))
+	require.Equal(e.T, a.PartitionIDs("audit"), b.PartitionIDs("audit"))
+	require.Equal(e.T, counts, e.Counts())
+}
+
+// testRegistrationConcurrent: instances registering the same queue at the
+// same moment agree on its partitions; a concurrent different count loses.
+func testRegistrationConcurrent(e *Env) {
+	const n = 6
+	results := make([][]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			results[i], errs[i] = e.D.QueueRegister(e.Ctx, &dialect.QueueRegisterParams{Queue: "race", Partitions: 8})
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(e.T, errs[i])
+		require.Len(e.T, results[i], 8)
+		require.Equal(e.T, results[0], results[i])
+	}
+	require.Equal(e.T, 8, e.Count("partitions"))
+	require.Equal(e.T, 8, e.Count("processor"))
+
+	// Two counts racing for a new queue: exactly one wins, the other gets
+	// the typed mismatch, and the rows match the winner.
+	var mu sync.Mutex
+	won := map[int]bool{}
+	for _, parts := range []int{3, 5, 3, 5} {
+		wg.Go(func() {
+			ids, err := e.D.QueueRegister(e.Ctx, &dialect.QueueRegisterParams{Queue: "split", Partitions: parts})
+			if err != nil {
+				require.ErrorIs(e.T, err, dialect.ErrPartitionCountMismatch)
+				return
+			}
+			mu.Lock()
+			won[len(ids)] = true
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	require.Len(e.T, won, 1, "both counts registered: %v", won)
+	var winner int
+	for k := range won {
+		winner = k
+	}
+	require.Equal(e.T, 8+winner, e.Count("partitions"))
+}

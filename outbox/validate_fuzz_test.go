@@ -1,0 +1,56 @@
+package outbox_test
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox/outbox"
+)
+
+// The documented rules (DESIGN.md §5) as regular expressions: an oracle
+// written independently of the hand-rolled validators. Seeds live in
+// testdata/fuzz/<FuzzName>/.
+var (
+	queueNameRE   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$`)
+	payloadTypeRE = regexp.MustCompile(`^[\x20-\x7e]{1,255}$`)
+)
+
+func FuzzValidateQueueName(f *testing.F) {
+	f.Fuzz(func(t *testing.T, name string) {
+		err := outbox.ValidateQueueName(name)
+		if queueNameRE.MatchString(name) {
+			require.NoError(t, err, "%q matches the documented pattern", name)
+			return
+		}
+		require.Error(t, err, "%q does not match the documented pattern", name)
+		require.ErrorIs(t, err, outbox.ErrInvalidQueueName)
+		var qerr *outbox.QueueNameError
+		require.True(t, errors.As(err, &qerr), "want *QueueNameError, got %T", err)
+		require.Equal(t, name, qerr.Name)
+	})
+}
+
+func FuzzValidatePayloadType(f *testing.F) {
+	f.Fuzz(func(t *testing.T, payloadType string) {
+		err := outbox.ValidatePayloadType(payloadType)
+		if payloadTypeRE.MatchString(payloadType) {
+			require.NoError(t, err, "%q is 1..255 printable ASCII bytes", payloadType)
+			return
+		}
+		require.ErrorIs(t, err, outbox.ErrInvalidPayloadType, "%q", payloadType)
+	})
+}
+
+func FuzzPartitionForKey(f *testing.F) {
+	f.Fuzz(func(t *testing.T, key string, raw uint16) {
+		n := int(raw%outbox.MaxPartitions) + 1 // every valid count, 1..1024
+		got := outbox.PartitionForKey(key, n)
+		require.GreaterOrEqual(t, got, 0)
+		require.Less(t, got, n)
+		require.Equal(t, got, outbox.PartitionForKey(key, n), "not deterministic")
+		require.Equal(t, int(fnv1a32(key)%uint32(n)), got, "not FNV-1a modulo n")
+	})
+}

@@ -1,0 +1,76 @@
+CREATE TABLE IF NOT EXISTS seqbox_schema_version (
+    version INTEGER NOT NULL PRIMARY KEY
+);
+
+-- Timestamps are TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC from strftime, so that
+-- lease and retry comparisons are plain string comparisons.
+CREATE TABLE IF NOT EXISTS seqbox_partitions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    partition_no INTEGER NOT NULL,
+    sequence INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (queue, partition_no)
+);
+
+CREATE TABLE IF NOT EXISTS seqbox_body (
+    id BLOB NOT NULL PRIMARY KEY,
+    payload_type TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    headers TEXT NULL,
+    created_at TIMESTAMP NOT NULL
+);
+
+-- A plain rowid key: SQLite has one writer, so rowid order is commit order.
+CREATE TABLE IF NOT EXISTS seqbox_incoming (
+    id INTEGER PRIMARY KEY,
+    partition_id INTEGER NOT NULL,
+    body_id BLOB NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS seqbox_incoming_partition_id ON seqbox_incoming (partition_id, id);
+
+CREATE TABLE IF NOT EXISTS seqbox_outgoing (
+    partition_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    body_id BLOB NOT NULL,
+    sequenced_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (partition_id, seq)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS seqbox_outgoing_body_id ON seqbox_outgoing (body_id);
+
+CREATE TABLE IF NOT EXISTS seqbox_processor (
+    partition_id INTEGER NOT NULL PRIMARY KEY,
+    processed_seq INTEGER NOT NULL DEFAULT 0,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NULL,
+    next_attempt_at TIMESTAMP NULL,
+    locked_by TEXT NULL,
+    locked_until TIMESTAMP NULL
+);
+
+CREATE TABLE IF NOT EXISTS seqbox_vacuum_counter (
+    partition_id INTEGER NOT NULL PRIMARY KEY,
+    counter INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS seqbox_dead_letters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    partition_id INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    message_id BLOB NOT NULL,
+    payload_type TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    headers TEXT NULL,
+    created_at TIMESTAMP NOT NULL,
+    failed_at TIMESTAMP NOT NULL,
+    last_error TEXT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL DEFAULT 'pending',
+    completed_at TIMESTAMP NULL,
+    deadline TIMESTAMP NULL
+);
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_status_deadline ON seqbox_dead_letters (status, deadline);
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_status_failed_at ON seqbox_dead_letters (status, failed_at);
