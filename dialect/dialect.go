@@ -155,6 +155,11 @@ type Dialect interface {
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
 	// IsRetryable reports a transient conflict (also matches ErrRetryable).
 	IsRetryable(err error) bool
+	// LockWriter takes this process's single-writer lock on databases with
+	// one writer (SQLite) and returns its release; elsewhere a no-op. Every
+	// write transaction of the process queues on it in turn, which is fair,
+	// instead of racing for the file lock in the driver's busy loop.
+	LockWriter() (unlock func())
 
 	// SchemaMigrate creates or upgrades the schema under a database lock. Idempotent.
 	SchemaMigrate(ctx context.Context) error

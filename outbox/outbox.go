@@ -275,12 +275,16 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 	case nil:
 		return nil, ErrNilConn
 	case *bun.DB:
+		unlock := o.d.LockWriter()
 		err = c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, rows) })
+		unlock()
 		if err == nil {
 			o.markCommitted(rows)
 		}
 	case *sql.DB:
+		unlock := o.d.LockWriter()
 		err = o.insertInSQLTx(ctx, c, rows)
+		unlock()
 		if err == nil {
 			o.markCommitted(rows)
 		}
@@ -443,11 +447,16 @@ func (c *collector) add(ids []int64) {
 
 // Transaction runs fn in a transaction on the outbox's database and, once
 // it has committed, wakes the sequencer for every partition fn enqueued to.
-// Enqueue inside fn with the tx it receives.
+// Enqueue inside fn with the tx it receives. On SQLite the transaction
+// queues on the process's single writer, so do not start another write
+// transaction from inside fn.
 func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
-	if err := o.d.DB().RunInTx(ctx, nil, fn); err != nil {
+	unlock := o.d.LockWriter()
+	err := o.d.DB().RunInTx(ctx, nil, fn)
+	unlock()
+	if err != nil {
 		return err
 	}
 	col.mu.Lock()

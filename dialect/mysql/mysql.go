@@ -1,5 +1,5 @@
-// Package mysql is the seqbox dialect for MySQL 8.0.1+ and MariaDB 10.6+
-// (both have SKIP LOCKED). Open the *bun.DB with mysqldialect and, for
+// Package mysql is the seqbox dialect for MySQL 8.0.4+ and MariaDB 10.6+
+// (both have SKIP LOCKED and JSON_TABLE). Open the *bun.DB with mysqldialect and, for
 // readable timestamps, parseTime=true; seqbox itself writes times as UTC.
 package mysql
 
@@ -23,8 +23,8 @@ import (
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// ErrServerTooOld is returned by New for a server without SKIP LOCKED.
-var ErrServerTooOld = errors.New("seqbox: MySQL 8.0.1+ or MariaDB 10.6+ is required")
+// ErrServerTooOld is returned by New for a server without SKIP LOCKED and JSON_TABLE.
+var ErrServerTooOld = errors.New("seqbox: MySQL 8.0.4+ or MariaDB 10.6+ is required")
 
 // Dialect is the MySQL/MariaDB implementation of dialect.Dialect.
 type Dialect struct {
@@ -63,8 +63,10 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	return &Dialect{
 		Core: core, mariaDB: mariaDB,
 		// A multi-table DELETE: the portable DELETE … WHERE id IN (SELECT …)
-		// scans the whole body table per chunk on MariaDB.
-		vacuumDelete: "DELETE o, b FROM " + t.Outgoing + " o JOIN " + t.Body + " b ON b.id = o.body_id " +
+		// scans the whole body table per chunk on MariaDB. STRAIGHT_JOIN
+		// reads outgoing first and finds bodies by primary key, so it never
+		// waits on the uncommitted body rows of open producers.
+		vacuumDelete: "DELETE o, b FROM " + t.Outgoing + " o STRAIGHT_JOIN " + t.Body + " b ON b.id = o.body_id " +
 			"WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?",
 		readState: "SELECT processed_seq, attempts FROM " + t.Processor + " WHERE partition_id = ? AND locked_by = ?",
 	}, nil
@@ -92,7 +94,7 @@ func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 
-// checkVersion accepts MySQL >= 8.0.1 and MariaDB >= 10.6.
+// checkVersion accepts MySQL >= 8.0.4 and MariaDB >= 10.6 (SKIP LOCKED, JSON_TABLE).
 func checkVersion(v string) (mariaDB bool, err error) {
 	m := versionRE.FindStringSubmatch(v)
 	if m == nil {
@@ -106,7 +108,7 @@ func checkVersion(v string) (mariaDB bool, err error) {
 	if mariaDB {
 		ok = major > 10 || (major == 10 && minor >= 6)
 	} else {
-		ok = major > 8 || (major == 8 && (minor > 0 || patch >= 1))
+		ok = major > 8 || (major == 8 && (minor > 0 || patch >= 4))
 	}
 	if !ok {
 		return mariaDB, fmt.Errorf("%w: server is %s", ErrServerTooOld, v)
@@ -193,4 +195,26 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 		_, err := conn.NewRaw("SELECT RELEASE_LOCK(?)", name).Exec(ctx)
 		return err
 	}, nil
+}
+
+// DeleteIncoming joins the id list, given as a JSON array, to incoming with
+// STRAIGHT_JOIN so every row is found by primary key. A plain
+// "DELETE … WHERE id IN (…)" may be planned as a table scan while the
+// table is small, and a scanning DELETE waits on any open producer's
+// uncommitted row (no semi-consistent read for DELETE), stalling the
+// sequencer for as long as that producer's transaction stays open.
+func (flavor) DeleteIncoming() string {
+	return "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id"
+}
+
+func (flavor) IDList(ids []int64) any {
+	b := make([]byte, 0, 8*len(ids)+2)
+	b = append(b, '[')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, ']'))
 }

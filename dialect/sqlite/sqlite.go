@@ -132,3 +132,8 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, _ string) (func(context.C
 		return err
 	}, nil
 }
+
+// DeleteIncoming deletes by an id list: MVCC readers never wait on rows of
+// open producers here.
+func (flavor) DeleteIncoming() string   { return "DELETE FROM {incoming} WHERE id IN (?)" }
+func (flavor) IDList(ids []int64) any { return bun.List(ids) }

@@ -433,7 +433,7 @@ func (d *demo) progress(start time.Time) (done func()) {
 		defer close(finished)
 		t := time.NewTicker(every)
 		defer t.Stop()
-		lastAt, lastDelivered := start, int64(0)
+		lastAt, lastCommitted, lastDelivered := start, int64(0), int64(0)
 		for {
 			select {
 			case <-stop:
@@ -444,10 +444,11 @@ func (d *demo) progress(start time.Time) (done func()) {
 			case now := <-t.C:
 				committed := d.led.committedCount.Load()
 				delivered := d.rec.distinctCount.Load()
-				rate := float64(delivered-lastDelivered) / now.Sub(lastAt).Seconds()
-				lastAt, lastDelivered = now, delivered
-				line := fmt.Sprintf("%6.1fs  committed=%d rolled-back=%d delivered=%d backlog=%d  %.0f msg/s",
-					now.Sub(start).Seconds(), committed, d.led.rolledBackCount.Load(), delivered, max(0, committed-delivered), rate)
+				secs := now.Sub(lastAt).Seconds()
+				in, out := float64(committed-lastCommitted)/secs, float64(delivered-lastDelivered)/secs
+				lastAt, lastCommitted, lastDelivered = now, committed, delivered
+				line := fmt.Sprintf("%6.1fs  committed=%d rolled-back=%d delivered=%d backlog=%d  in %.0f msg/s, out %.0f msg/s",
+					now.Sub(start).Seconds(), committed, d.led.rolledBackCount.Load(), delivered, max(0, committed-delivered), in, out)
 				if tty {
 					fmt.Fprintf(d.out, "\r%s%s", line, strings.Repeat(" ", 8)) // the padding erases a longer previous line
 				} else {

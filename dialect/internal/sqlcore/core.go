@@ -45,6 +45,12 @@ type Flavor interface {
 	// that it holds the write lock before it reads (SQLite).
 	BeginWrite() string
 	IsRetryable(err error) bool
+	// DeleteIncoming is the statement that deletes the incoming rows a
+	// sequencer read, by exact id ({incoming} is the table, '?' the list
+	// that IDList renders). It must never touch other rows: on InnoDB a
+	// scan would wait on every open producer's uncommitted row.
+	DeleteIncoming() string
+	IDList(ids []int64) any
 	// Lock takes a database-wide named lock on a pinned connection for
 	// migrations, and returns its release.
 	Lock(ctx context.Context, conn bun.Conn, name string) (func(context.Context) error, error)
@@ -298,11 +304,17 @@ func (c *Core) QueueRegister(ctx context.Context, p *dialect.QueueRegisterParams
 		if len(rows) == 0 {
 			// Rows in partition order: two registrations racing conflict on
 			// partition 0 first, so the later one waits and then sees the count.
-			if _, err := c.Raw(tx, c.q.registerPartitions, bun.Safe(c.flavor.InsertIgnore()), bun.Ident(c.tables.Partitions),
+			res, err := c.Raw(tx, c.q.registerPartitions, bun.Safe(c.flavor.InsertIgnore()), bun.Ident(c.tables.Partitions),
 				valuesOf(p.Partitions, func(gen schema.QueryGen, b []byte, i int) []byte {
 					return gen.AppendQuery(b, "(?, ?)", p.Queue, i)
-				}), bun.Safe(c.flavor.InsertIgnoreTail())).Exec(ctx); err != nil {
+				}), bun.Safe(c.flavor.InsertIgnoreTail())).Exec(ctx)
+			if err != nil {
 				return err
+			}
+			// Some rows but not all inserted: a concurrent registration with a
+			// smaller count got there first. Rolling back removes our extras.
+			if n, err := res.RowsAffected(); err == nil && n > 0 && n < int64(p.Partitions) {
+				return &dialect.PartitionCountError{Queue: p.Queue, Registered: p.Partitions - int(n), Requested: p.Partitions}
 			}
 			if rows, err = c.partitionRows(ctx, tx, p.Queue); err != nil {
 				return err
@@ -486,7 +498,7 @@ func (c *Core) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) 
 		for i, r := range rows {
 			ids[i] = r.ID
 		}
-		if _, err := c.Raw(tx, c.q.deleteIncoming, bun.List(ids)).Exec(ctx); err != nil {
+		if _, err := c.Raw(tx, c.q.deleteIncoming, c.flavor.IDList(ids)).Exec(ctx); err != nil {
 			return err
 		}
 		res = dialect.SequenceMoveResult{Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}

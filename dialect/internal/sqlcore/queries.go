@@ -55,7 +55,7 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		setSequence:    r.Replace("UPDATE {partitions} SET sequence = ? WHERE id = ?"),
 		insertOutgoing: r.Replace("INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?"),
 		outgoingRow:    r.Replace("(?, ?, ?, {now})"),
-		deleteIncoming: r.Replace("DELETE FROM {incoming} WHERE id IN (?)"),
+		deleteIncoming: r.Replace(f.DeleteIncoming()),
 		readyList: r.Replace("SELECT pr.partition_id FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id " +
 			"WHERE pr.partition_id IN (?) AND pa.sequence > pr.processed_seq " +
 			"AND (pr.locked_until IS NULL OR pr.locked_until < {now}) " +

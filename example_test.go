@@ -1,0 +1,57 @@
+package seqbox_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+)
+
+// Enqueue an order event in the same transaction as the order itself; the
+// handler receives it once the transaction has committed.
+func Example() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+	_, _ = db.NewRaw("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT)").Exec(ctx)
+
+	delivered := make(chan string)
+	ob, err := seqbox.New(db).Migrate(true).
+		Queue("orders", 4, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			delivered <- fmt.Sprintf("%s seq=%d %s", d.PayloadType, d.Seq, d.Payload)
+			return nil
+		})).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+
+	err = ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := tx.NewRaw("INSERT INTO orders (customer) VALUES (?)", "c-42").Exec(ctx); err != nil {
+			return err
+		}
+		_, err := ob.Enqueue(ctx, tx, "orders", outbox.Message{
+			Key: "c-42", PayloadType: "order.created.v1", Payload: []byte(`{"customer":"c-42"}`),
+		})
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-delivered)
+	// Output: order.created.v1 seq=1 {"customer":"c-42"}
+}

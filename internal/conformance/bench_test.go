@@ -1,0 +1,170 @@
+package conformance
+
+import (
+	"context"
+	"crypto/rand"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/schema"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+)
+
+// Benchmark shape from the issue: transactions of 100 messages of 256 bytes.
+const (
+	benchBatch   = 100
+	benchPayload = 256
+)
+
+func benchMessages(partitions int) []outbox.Message {
+	msgs := make([]outbox.Message, benchBatch)
+	for i := range msgs {
+		p := make([]byte, benchPayload)
+		_, _ = rand.Read(p)
+		msgs[i] = outbox.Message{Partition: i % partitions, PayloadType: "bench.v1", Payload: p}
+	}
+	return msgs
+}
+
+// BenchmarkEnqueueBatch compares EnqueueBatch (body + incoming rows) with a
+// plain multi-row INSERT of the same rows into one body-shaped table, on
+// the same database in the same run: the ratio is the figure that matters.
+func BenchmarkEnqueueBatch(b *testing.B) {
+	for _, o := range dbtest.All() {
+		b.Run(o.Name, func(b *testing.B) {
+			db := o.Open(b)
+			ctx := context.Background()
+			prefix := dbtest.Prefix(b)
+			d, err := seqbox.Dialect(ctx, db, prefix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
+			ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).Queue("bench", 16, nil).Start(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = ob.Stop(context.Background()) })
+			msgs := benchMessages(16)
+
+			b.Run("seqbox", func(b *testing.B) {
+				b.SetBytes(benchBatch * benchPayload)
+				for b.Loop() {
+					if err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+						_, err := ob.EnqueueBatch(ctx, tx, "bench", msgs)
+						return err
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "msgs/s")
+			})
+			b.Run("baseline", func(b *testing.B) {
+				table := prefix + "baseline"
+				createBaseline(ctx, b, db, d, table)
+				rows := make([]dialect.MessageRow, len(msgs))
+				b.SetBytes(benchBatch * benchPayload)
+				for b.Loop() {
+					for i := range rows {
+						_, _ = rand.Read(rows[i].ID[:])
+						rows[i].Payload, rows[i].PayloadType = msgs[i].Payload, msgs[i].PayloadType
+					}
+					if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+						_, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, created_at) VALUES ?", bun.Ident(table),
+							rowValues(rows)).Exec(ctx)
+						return err
+					}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "msgs/s")
+			})
+		})
+	}
+}
+
+func rowValues(rows []dialect.MessageRow) schema.QueryAppender {
+	return valuesFunc(func(gen schema.QueryGen, b []byte) []byte {
+		for i := range rows {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = gen.AppendQuery(b, "(?, ?, ?, CURRENT_TIMESTAMP)", rows[i].ID[:], rows[i].PayloadType, rows[i].Payload)
+		}
+		return b
+	})
+}
+
+type valuesFunc func(gen schema.QueryGen, b []byte) []byte
+
+func (f valuesFunc) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error) { return f(gen, b), nil }
+
+// createBaseline makes an ordinary table shaped like body.
+func createBaseline(ctx context.Context, b *testing.B, db *bun.DB, d dialect.Dialect, table string) {
+	ddl := map[dialect.Name]string{
+		dialect.Postgres: "CREATE TABLE ? (id BYTEA PRIMARY KEY, payload_type VARCHAR(255) NOT NULL, payload BYTEA NOT NULL, headers TEXT NULL, created_at TIMESTAMPTZ NOT NULL)",
+		dialect.MySQL:    "CREATE TABLE ? (id BINARY(16) PRIMARY KEY, payload_type VARCHAR(255) CHARACTER SET ascii NOT NULL, payload MEDIUMBLOB NOT NULL, headers MEDIUMTEXT NULL, created_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+		dialect.SQLite:   "CREATE TABLE ? (id BLOB PRIMARY KEY, payload_type TEXT NOT NULL, payload BLOB NOT NULL, headers TEXT NULL, created_at TIMESTAMP NOT NULL)",
+	}[d.Name()]
+	if _, err := db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := db.NewRaw(ddl, bun.Ident(table)).Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _, _ = db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+}
+
+// BenchmarkEndToEnd measures enqueue → handler with 16 partitions: b.N
+// transactions of 100 messages, timed until the last one is handled.
+func BenchmarkEndToEnd(b *testing.B) {
+	for _, o := range dbtest.All() {
+		b.Run(o.Name, func(b *testing.B) {
+			db := o.Open(b)
+			ctx := context.Background()
+			prefix := dbtest.Prefix(b)
+			d, err := seqbox.Dialect(ctx, db, prefix)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
+			var handled atomic.Int64
+			ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).
+				Queue("e2e", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+					handled.Add(1)
+					return nil
+				})).Start(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = ob.Stop(context.Background()) })
+			msgs := benchMessages(16)
+			start, began := handled.Load(), time.Now()
+			for b.Loop() {
+				if err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+					_, err := ob.EnqueueBatch(ctx, tx, "e2e", msgs)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			want := start + int64(b.N*benchBatch)
+			deadline := time.Now().Add(5 * time.Minute)
+			for handled.Load() < want {
+				if time.Now().After(deadline) {
+					b.Fatalf("handled %d of %d", handled.Load()-start, b.N*benchBatch)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			// b.Loop stops the clock when enqueueing ends; the drain counts too.
+			b.ReportMetric(float64(b.N*benchBatch)/time.Since(began).Seconds(), "msgs/s")
+		})
+	}
+}
