@@ -17,6 +17,7 @@ import (
 
 	"github.com/uptrace/bun"
 	bundialect "github.com/uptrace/bun/dialect"
+	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/mysql"
@@ -163,4 +164,31 @@ func Dialect(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, e
 	default:
 		return nil, &outbox.ConfigError{Field: "db", Reason: fmt.Sprintf("unsupported bun dialect %s (want pg, mysql or sqlite)", name)}
 	}
+}
+
+// Migrations returns the seqbox schema as bun/migrate migrations, for
+// applications that run their schema changes with bun/migrate instead of
+// Migrate(true). Each seqbox schema version adds one entry; every entry
+// brings the schema fully up to date under seqbox's own database lock.
+func Migrations(prefix string) *migrate.Migrations {
+	ms := migrate.NewMigrations()
+	ms.Add(migrate.Migration{
+		Name:    "20261121000001",
+		Comment: "seqbox_schema_v1",
+		Up: func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
+			d, err := Dialect(ctx, m.DB(), prefix)
+			if err != nil {
+				return err
+			}
+			return d.SchemaMigrate(ctx)
+		},
+		Down: func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
+			d, err := Dialect(ctx, m.DB(), prefix)
+			if err != nil {
+				return err
+			}
+			return d.SchemaDrop(ctx)
+		},
+	})
+	return ms
 }

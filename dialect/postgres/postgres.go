@@ -148,5 +148,5 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 
 // DeleteIncoming deletes by an id list: MVCC readers never wait on rows of
 // open producers here.
-func (flavor) DeleteIncoming() string   { return "DELETE FROM {incoming} WHERE id IN (?)" }
+func (flavor) DeleteIncoming() string { return "DELETE FROM {incoming} WHERE id IN (?)" }
 func (flavor) IDList(ids []int64) any { return bun.List(ids) }

@@ -1,0 +1,48 @@
+package seqbox_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/migrate"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/processor"
+)
+
+func TestMigrationsWithBunMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	m := migrate.NewMigrator(db, seqbox.Migrations("app_"),
+		migrate.WithTableName("app_migrations"), migrate.WithLocksTableName("app_migration_locks"), migrate.WithMarkAppliedOnSuccess(true))
+	require.NoError(t, m.Init(ctx))
+	_, err := m.Migrate(ctx)
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_schema_version")).Scan(ctx, &n))
+	require.Equal(t, 1, n)
+	// The schema is usable without Migrate(true).
+	ob, err := seqbox.New(db).TablePrefix("app_").Queue("q", 2, nil).Start(ctx)
+	require.NoError(t, err)
+	require.NoError(t, ob.Stop(ctx))
+	_, err = m.Rollback(ctx)
+	require.NoError(t, err)
+	require.Error(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_body")).Scan(ctx, &n), "tables dropped")
+}
+
+func TestBuilderConfigDefaults(t *testing.T) {
+	t.Parallel()
+	cfg := seqbox.New(nil).Queue("q", 3, nil, processor.BatchSize(7)).QueueDefaults(processor.MaxAttempts(0)).Config()
+	require.Len(t, cfg.Queues, 1)
+	require.Equal(t, 7, cfg.Queues[0].Options.BatchSize)
+	require.Equal(t, 0, cfg.Queues[0].Options.MaxAttempts, "QueueDefaults apply to every queue")
+	require.Equal(t, processor.RetryBaseDefault, cfg.Queues[0].Options.RetryBase)
+	require.Equal(t, 64<<10, cfg.MaxPayloadBytes)
+	require.Equal(t, 1000, cfg.Sequencer.BatchSize)
+	_, err := seqbox.New(nil).Start(context.Background())
+	require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
+}
