@@ -208,8 +208,9 @@ type Dialect interface {
 	// VacuumDelete deletes outgoing and body rows with FromSeq < seq <= ToSeq
 	// of one partition; it returns how many outgoing rows went.
 	VacuumDelete(ctx context.Context, params *VacuumDeleteParams) (int, error)
-	// VacuumCounterSubtract lowers a counter by a snapshot, floored at zero.
-	VacuumCounterSubtract(ctx context.Context, partitionID, n int64) error
+	// VacuumCounterSettle clears a partition's counter if its cursor is at
+	// or below deletedUpTo (nothing left to prune), and leaves it otherwise.
+	VacuumCounterSettle(ctx context.Context, partitionID, deletedUpTo int64) (cleared bool, err error)
 	// VacuumLowestSeq returns the smallest outgoing seq of a partition (0 if none).
 	VacuumLowestSeq(ctx context.Context, partitionID int64) (int64, error)
 

@@ -478,7 +478,7 @@ func (o *Outbox) Flush() { o.prio.Flush() }
 func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
 	delay := 2 * time.Millisecond
 	for {
-		pending, err := o.d.MessagePendingList(ctx, ids)
+		pending, err := o.pending(ctx, ids)
 		if err != nil {
 			if ctx.Err() != nil {
 				return &PendingError{IDs: ids, Err: ctx.Err()}
@@ -496,8 +496,24 @@ func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
 	}
 }
 
+// pending asks in chunks: one IN list of every id could outgrow a statement.
+func (o *Outbox) pending(ctx context.Context, ids []MessageID) ([]MessageID, error) {
+	const chunk = 1000
+	var out []MessageID
+	for start := 0; start < len(ids); start += chunk {
+		p, err := o.d.MessagePendingList(ctx, ids[start:min(start+chunk, len(ids))])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p...)
+	}
+	return out, nil
+}
+
 // Counters are this process's pipeline counts since Start.
 type Counters struct {
+	// Enqueued counts messages written by Enqueue calls, including those
+	// whose caller-owned transaction later rolled back.
 	Enqueued     int64
 	Sequenced    int64
 	Delivered    int64

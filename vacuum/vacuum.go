@@ -1,8 +1,9 @@
 // Package vacuum prunes processed rows. Every ack bumps its partition's
 // vacuum counter; a sweep visits only partitions whose counter is above
 // zero, deletes outgoing and body rows at or below the cursor in chunks (one
-// transaction each), then subtracts the counter it saw, so acks that landed
-// during the sweep are kept for the next one.
+// transaction each), then clears the counter if the cursor has not moved
+// past what it deleted, so acks that landed during the sweep are kept for
+// the next one. Sweeps of several processes may overlap safely.
 package vacuum
 
 import (
@@ -137,5 +138,6 @@ func (v *Vacuum) sweepPartition(ctx context.Context, c dialect.VacuumCounter) (i
 			from = to
 		}
 	}
-	return total, v.d.VacuumCounterSubtract(ctx, c.PartitionID, c.Counter)
+	_, err = v.d.VacuumCounterSettle(ctx, c.PartitionID, c.ProcessedSeq)
+	return total, err
 }

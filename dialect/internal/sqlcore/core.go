@@ -688,12 +688,33 @@ func (c *Core) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) 
 	return int(n), err
 }
 
-// VacuumCounterSubtract lowers a counter by a snapshot, floored at zero, so
-// acks that landed during the sweep are kept for the next one.
-func (c *Core) VacuumCounterSubtract(ctx context.Context, partitionID, n int64) error {
-	_, err := c.exec(ctx, "UPDATE ? SET counter = CASE WHEN counter > ? THEN counter - ? ELSE 0 END WHERE partition_id = ?",
-		bun.Ident(c.tables.VacuumCounter), n, n, partitionID)
-	return err
+// VacuumCounterSettle clears the counter only when the cursor has not moved
+// past what was deleted. Subtracting a snapshot instead loses counts when
+// two sweeps overlap (both subtract, floored at zero) and strands processed
+// rows until the partition's next ack. The counter row is locked first, so
+// an ack that has moved the cursor but not yet bumped the counter waits and
+// bumps it afterwards; a locked row is left for the next sweep.
+func (c *Core) VacuumCounterSettle(ctx context.Context, partitionID, deletedUpTo int64) (bool, error) {
+	cleared := false
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		cleared = false
+		var counters []int64
+		if err := c.Raw(tx, c.q.lockVacuumCounter, partitionID).Scan(ctx, &counters); err != nil || len(counters) == 0 {
+			return err
+		}
+		var processed int64
+		if err := c.Raw(tx, "SELECT processed_seq FROM ? WHERE partition_id = ?", bun.Ident(c.tables.Processor), partitionID).
+			Scan(ctx, &processed); err != nil {
+			return err
+		}
+		if processed > deletedUpTo {
+			return nil
+		}
+		_, err := c.Raw(tx, "UPDATE ? SET counter = 0 WHERE partition_id = ?", bun.Ident(c.tables.VacuumCounter), partitionID).Exec(ctx)
+		cleared = err == nil
+		return err
+	})
+	return cleared, err
 }
 
 // ---------------------------------------------------------------- stats

@@ -26,6 +26,7 @@ type queries struct {
 	bumpVacuum         string
 	insertDeadLetters  string
 	vacuumCounters     string
+	lockVacuumCounter  string
 	partitionStats     string
 }
 
@@ -75,6 +76,7 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		bumpVacuum: r.Replace("UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ?"),
 		insertDeadLetters: r.Replace("INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
 			"created_at, failed_at, last_error, attempts, status) VALUES ?"),
+		lockVacuumCounter: r.Replace("SELECT counter FROM {vacuum_counter} WHERE partition_id = ?{row_lock}"),
 		vacuumCounters: r.Replace("SELECT v.partition_id, v.counter, p.processed_seq FROM {vacuum_counter} v " +
 			"JOIN {processor} p ON p.partition_id = v.partition_id WHERE v.counter > 0"),
 		partitionStats: r.Replace("SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts, " +

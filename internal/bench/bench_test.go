@@ -1,0 +1,238 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/outbox"
+)
+
+// openSQLite opens "sqlite:path" the way the CLI does.
+func openSQLite(_ context.Context, dsn string) (*bun.DB, error) {
+	path, ok := strings.CutPrefix(dsn, "sqlite:")
+	if !ok {
+		return nil, fmt.Errorf("test opener: want sqlite:path, got %q", dsn)
+	}
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), path))
+	if err != nil {
+		return nil, err
+	}
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	return bun.NewDB(sqldb, sqlitedialect.New()), nil
+}
+
+func TestRunEmbeddedSQLite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every scenario for a few seconds")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, Options{
+		Open: openSQLite, Duration: 300 * time.Millisecond, Runs: 1,
+		DrainMessages: 2000, LatencyRate: 200, Progress: &progress,
+	})
+	require.NoError(t, err)
+
+	type key struct{ scenario, variant string }
+	got := map[key]Result{}
+	for _, r := range rep.Results {
+		got[key{r.Scenario, r.Variant}] = r
+		assert.Greater(t, r.MsgsPerSec.Median, 0.0, "%s %s", r.Scenario, r.Variant)
+		assert.Len(t, r.MsgsPerSec.Runs, 1, "%s %s", r.Scenario, r.Variant)
+	}
+	want := []key{
+		{ScenarioEnqueueBatch, "100/tx, 1 producer"}, {ScenarioEnqueueBatch, "100/tx, 4 producers"},
+		{ScenarioEnqueueSingle, "1/tx, 1 producer"}, {ScenarioEnqueueSingle, "1/tx, 8 producers"},
+		{ScenarioDrain, "2000 msgs, 16 partitions"},
+		{ScenarioSustained, "100/tx, 4 producers"},
+		{ScenarioLatency, "200 msgs/s offered, 1/tx, 4 producers"},
+		{ScenarioBaseline, "enqueue-batch: 100/tx, 1 producer"}, {ScenarioBaseline, "enqueue-batch: 100/tx, 4 producers"},
+		{ScenarioBaseline, "enqueue-single: 1/tx, 1 producer"}, {ScenarioBaseline, "enqueue-single: 1/tx, 8 producers"},
+	}
+	for _, k := range want {
+		r, ok := got[k]
+		if !assert.True(t, ok, "missing result %v", k) {
+			continue
+		}
+		switch k.scenario {
+		case ScenarioEnqueueBatch, ScenarioEnqueueSingle:
+			if assert.NotNil(t, r.Baseline, "%v", k) {
+				assert.Greater(t, r.Baseline.Median, 0.0)
+				assert.InDelta(t, r.MsgsPerSec.Median/r.Baseline.Median, r.Ratio, 1e-9)
+			}
+		case ScenarioSustained, ScenarioLatency:
+			if assert.NotNil(t, r.Latency, "%v", k) {
+				assert.Positive(t, r.Latency.Samples)
+				assert.LessOrEqual(t, r.Latency.P50, r.Latency.P99)
+				assert.LessOrEqual(t, r.Latency.P99, r.Latency.Max)
+			}
+			assert.Contains(t, r.Extra, "backlog_max")
+		}
+	}
+	assert.Len(t, rep.Results, len(want))
+
+	assert.Equal(t, "sqlite", rep.Database.Name)
+	assert.NotEmpty(t, rep.Database.Version)
+	assert.Contains(t, rep.Database.Settings["journal_mode"], "wal")
+	assert.Contains(t, rep.Database.Settings, "synchronous")
+	assert.Equal(t, 1, rep.Knobs.SequencerWorkers, "SQLite runs one sequencer worker")
+	assert.Positive(t, rep.Machine.Cores)
+	for _, moment := range []string{"sustained.end", "sustained.drained", "drain.done"} {
+		assert.Contains(t, rep.TableRows, moment+".body")
+		assert.Contains(t, rep.TableRows, moment+".incoming")
+	}
+	assert.Zero(t, rep.TableRows["sustained.drained.incoming"], "drained means nothing unsequenced")
+	assert.Contains(t, progress.String(), "\r")
+
+	var text bytes.Buffer
+	require.NoError(t, rep.WriteText(&text))
+	for _, s := range []string{"enqueue-batch", "baseline", "sustained", "latency", "journal_mode=wal", "table rows"} {
+		assert.Contains(t, text.String(), s)
+	}
+	t.Log("\n" + text.String())
+
+	var first bytes.Buffer
+	require.NoError(t, rep.WriteJSON(&first))
+	var back Report
+	require.NoError(t, json.Unmarshal(first.Bytes(), &back))
+	var second bytes.Buffer
+	require.NoError(t, back.WriteJSON(&second))
+	assert.JSONEq(t, first.String(), second.String())
+	assert.Equal(t, rep.Results[0].MsgsPerSec, back.Results[0].MsgsPerSec)
+}
+
+func TestRunSubsetAndNoTablesLeft(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	dsn := "sqlite:" + dir + "/bench.db"
+	rep, err := Run(ctx, Options{
+		DSN: dsn, Open: openSQLite, Scenarios: []string{ScenarioEnqueueSingle}, Producers: 2,
+		Duration: 100 * time.Millisecond, Runs: 2,
+	})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 1, "no baseline asked for, one producer count")
+	r := rep.Results[0]
+	assert.Equal(t, "1/tx, 2 producers", r.Variant)
+	assert.Nil(t, r.Baseline)
+	assert.Zero(t, r.Ratio)
+	assert.Len(t, r.MsgsPerSec.Runs, 2)
+
+	db, err := openSQLite(ctx, dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'bench%'").Scan(ctx, &n))
+	assert.Zero(t, n, "every run drops its tables")
+}
+
+func TestOptionsValidate(t *testing.T) {
+	ok := Options{Open: openSQLite}
+	for name, mod := range map[string]func(*Options){
+		"no opener":        func(o *Options) { o.Open = nil },
+		"unknown scenario": func(o *Options) { o.Scenarios = []string{"enqueue"} },
+		"partitions":       func(o *Options) { o.Partitions = outbox.MaxPartitions + 1 },
+		"payload":          func(o *Options) { o.Payload = -1 },
+		"batch":            func(o *Options) { o.Batch = -5 },
+		"duration":         func(o *Options) { o.Duration = -time.Second },
+		"producers":        func(o *Options) { o.Producers = -1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := ok
+			mod(&o)
+			_, err := Run(context.Background(), o)
+			assert.True(t, errors.Is(err, ErrInvalidOptions), "got %v", err)
+		})
+	}
+	d := ok.withDefaults()
+	assert.Equal(t, AllScenarios(), d.Scenarios)
+	assert.Equal(t, DurationDefault, d.Duration)
+	assert.Equal(t, []int{1, 4}, d.producers(1, 4))
+	d.Producers = 3
+	assert.Equal(t, []int{3}, d.producers(1, 4))
+}
+
+func TestNewStat(t *testing.T) {
+	s := newStat([]float64{30, 10, 20})
+	assert.Equal(t, Stat{Median: 20, Min: 10, Max: 30, Runs: []float64{30, 10, 20}}, s, "odd count: the middle; runs keep their order")
+	assert.Equal(t, 25.0, newStat([]float64{40, 10, 20, 30}).Median, "even count: mean of the middle two")
+	assert.Equal(t, Stat{Median: 7, Min: 7, Max: 7, Runs: []float64{7}}, newStat([]float64{7}))
+	assert.Equal(t, Stat{}, newStat(nil))
+	assert.Zero(t, median(nil))
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]int64, 100)
+	for i := range hundred {
+		hundred[i] = int64(i + 1) // 1..100
+	}
+	assert.Equal(t, int64(50), percentile(hundred, 50))
+	assert.Equal(t, int64(95), percentile(hundred, 95))
+	assert.Equal(t, int64(99), percentile(hundred, 99))
+	assert.Equal(t, int64(100), percentile(hundred, 100))
+	assert.Equal(t, int64(1), percentile(hundred, 0.1), "never below the first")
+	assert.Equal(t, 5.0, percentile([]float64{5}, 99))
+	assert.Zero(t, percentile([]int64(nil), 50))
+	// Nearest rank, no interpolation: p50 of 1..4 is 2, p75 is 3.
+	assert.Equal(t, int64(2), percentile([]int64{1, 2, 3, 4}, 50))
+	assert.Equal(t, int64(3), percentile([]int64{1, 2, 3, 4}, 75))
+}
+
+func TestLatencySummaries(t *testing.T) {
+	ms := int64(time.Millisecond)
+	samples := []int64{9 * ms, 1 * ms, 3 * ms, 2 * ms} // unsorted on purpose
+	l := latencyOf(samples)
+	assert.Equal(t, LatencyStat{P50: 2, P95: 9, P99: 9, Max: 9, Samples: 4}, l)
+
+	m := medianLatency([]LatencyStat{
+		{P50: 1, P95: 10, P99: 20, Max: 100, Samples: 5},
+		{P50: 3, P95: 30, P99: 40, Max: 50, Samples: 6},
+		{P50: 2, P95: 20, P99: 30, Max: 70, Samples: 7},
+	})
+	assert.Equal(t, &LatencyStat{P50: 2, P95: 20, P99: 30, Max: 70, Samples: 18}, m)
+	assert.Nil(t, medianLatency(nil))
+}
+
+func TestTracker(t *testing.T) {
+	tr := newTracker()
+	a, b := outbox.MessageID{15: 1}, outbox.MessageID{15: 2}
+	tr.committed([]outbox.MessageID{a})
+	time.Sleep(2 * time.Millisecond)
+	tr.delivered(a)
+	// b is delivered before its producer records the commit.
+	tr.delivered(b)
+	tr.committed([]outbox.MessageID{b})
+	samples, early := tr.result()
+	require.Len(t, samples, 2)
+	assert.Equal(t, int64(1), early)
+	assert.ElementsMatch(t, []bool{true, false}, []bool{samples[0] >= int64(2*time.Millisecond), samples[1] >= int64(2*time.Millisecond)})
+	for i := range tr.shards {
+		assert.Empty(t, tr.shards[i].pending, "no entry outlives its delivery")
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	assert.Equal(t, "41,297", fmtCount(41297.4))
+	assert.Equal(t, "999", fmtCount(999))
+	assert.Equal(t, "1,000,000", fmtCount(1e6))
+	assert.Equal(t, "-1,234", fmtCount(-1234))
+	assert.Equal(t, "5 [4-6]", fmtStat(newStat([]float64{4, 5, 6})))
+	assert.Equal(t, "postgres://postgres:xxxxx@127.0.0.1:5432/test", redact("postgres://postgres:secret@127.0.0.1:5432/test"))
+	assert.Equal(t, "root:xxxxx@tcp(127.0.0.1:3306)/test", redact("root:secret@tcp(127.0.0.1:3306)/test"))
+	assert.Equal(t, "root@tcp(127.0.0.1:3306)/test", redact("root@tcp(127.0.0.1:3306)/test"))
+}

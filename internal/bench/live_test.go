@@ -1,0 +1,102 @@
+//go:build benchlive
+
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql" // driver for the MySQL run
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/driver/pgdriver"
+
+	"github.com/seqbox/seqbox/internal/dbtest"
+)
+
+// TestLive runs the full benchmark against one database and writes its
+// reports to SEQBOX_BENCH_OUT (default the test's temp dir):
+//
+//	SEQBOX_BENCH_DB=postgres go test -tags benchlive -run TestLive -timeout 30m -v ./internal/bench
+//
+// SEQBOX_BENCH_DB is postgres, mysql or sqlite; SEQBOX_BENCH_DURATION and
+// SEQBOX_BENCH_RUNS override the 5s x 3 used here.
+func TestLive(t *testing.T) {
+	which := os.Getenv("SEQBOX_BENCH_DB")
+	opts := Options{Duration: 5 * time.Second, Runs: 3, Progress: os.Stderr}
+	if v := os.Getenv("SEQBOX_BENCH_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Duration = d
+	}
+	if v := os.Getenv("SEQBOX_BENCH_RUNS"); v == "1" {
+		opts.Runs = 1
+	}
+	switch which {
+	case "postgres":
+		opts.DSN, opts.Open = dbtest.PostgresDSN(), openPostgres
+	case "mysql":
+		opts.DSN, opts.Open = dbtest.MySQLDSN(), openMySQL
+	case "sqlite":
+		opts.Open = openSQLite
+	default:
+		t.Skip("set SEQBOX_BENCH_DB to postgres, mysql or sqlite")
+	}
+	rep, err := Run(context.Background(), opts)
+	if rep != nil {
+		var b strings.Builder
+		_ = rep.WriteText(&b)
+		t.Log("\n" + b.String())
+		out := os.Getenv("SEQBOX_BENCH_OUT")
+		if out == "" {
+			out = t.TempDir()
+		}
+		for ext, write := range map[string]func(f *os.File) error{
+			"txt":  func(f *os.File) error { return rep.WriteText(f) },
+			"json": func(f *os.File) error { return rep.WriteJSON(f) },
+		} {
+			f, ferr := os.Create(filepath.Join(out, "bench-"+which+"."+ext))
+			if ferr != nil {
+				t.Fatal(ferr)
+			}
+			if werr := write(f); werr != nil {
+				t.Error(werr)
+			}
+			_ = f.Close()
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openPostgres(_ context.Context, dsn string) (*bun.DB, error) {
+	if !strings.Contains(dsn, "read_timeout") {
+		dsn += "&read_timeout=60s" // pgdriver's 10 s default cuts long lock waits
+	}
+	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn)))
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	return bun.NewDB(sqldb, pgdialect.New()), nil
+}
+
+func openMySQL(ctx context.Context, dsn string) (*bun.DB, error) {
+	sqldb, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, err
+	}
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
+	if err := sqldb.PingContext(ctx); err != nil {
+		return nil, err
+	}
+	return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC"))), nil
+}

@@ -1,0 +1,299 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seqbox/seqbox/outbox"
+)
+
+// newStat summarises per-run figures: median (mean of the middle two for an
+// even count), min and max; Runs keeps the run order.
+func newStat(runs []float64) Stat {
+	if len(runs) == 0 {
+		return Stat{}
+	}
+	sorted := slices.Clone(runs)
+	slices.Sort(sorted)
+	return Stat{Median: median(sorted), Min: sorted[0], Max: sorted[len(sorted)-1], Runs: slices.Clone(runs)}
+}
+
+// median of sorted values; 0 for none.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	switch {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return sorted[n/2]
+	default:
+		return (sorted[n/2-1] + sorted[n/2]) / 2
+	}
+}
+
+// percentile is the nearest-rank percentile (0 < p <= 100) of sorted
+// values: the smallest value with at least p% of the values at or below
+// it, so p99 of 100 samples is the 99th and never an interpolation.
+func percentile[T int64 | float64](sorted []T, p float64) T {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// latencyOf summarises one run's latency samples (nanoseconds) in ms.
+func latencyOf(samples []int64) LatencyStat {
+	slices.Sort(samples)
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	return LatencyStat{
+		P50: ms(percentile(samples, 50)), P95: ms(percentile(samples, 95)),
+		P99: ms(percentile(samples, 99)), Max: ms(percentile(samples, 100)),
+		Samples: int64(len(samples)),
+	}
+}
+
+// medianLatency takes each field's median over runs.
+func medianLatency(runs []LatencyStat) *LatencyStat {
+	if len(runs) == 0 {
+		return nil
+	}
+	field := func(get func(LatencyStat) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		return median(v)
+	}
+	out := &LatencyStat{
+		P50: field(func(l LatencyStat) float64 { return l.P50 }),
+		P95: field(func(l LatencyStat) float64 { return l.P95 }),
+		P99: field(func(l LatencyStat) float64 { return l.P99 }),
+		Max: field(func(l LatencyStat) float64 { return l.Max }),
+	}
+	for _, r := range runs {
+		out.Samples += r.Samples
+	}
+	return out
+}
+
+// tracker measures commit → handler latency. Producers record each
+// message's commit time right after their transaction returns; the handler
+// looks it up. Sharded maps keep producers and handlers off one lock, and
+// int64 values avoid boxing every entry.
+type tracker struct {
+	base   time.Time
+	shards [trackerShards]trackerShard
+}
+
+const trackerShards = 64
+
+// deliveredFirst marks a message the handler saw before its producer
+// recorded the commit (the pipeline can be that fast): the late record
+// then removes the entry instead of leaking it.
+const deliveredFirst = -1
+
+type trackerShard struct {
+	mu      sync.Mutex
+	pending map[outbox.MessageID]int64 // commit time, ns since base, or deliveredFirst
+	samples []int64                    // latencies in ns
+	early   int64
+}
+
+func newTracker() *tracker {
+	t := &tracker{base: time.Now()}
+	for i := range t.shards {
+		t.shards[i].pending = make(map[outbox.MessageID]int64)
+	}
+	return t
+}
+
+// now reads the monotonic clock, immune to wall-clock steps.
+func (t *tracker) now() int64 { return int64(time.Since(t.base)) }
+
+func (t *tracker) shard(id outbox.MessageID) *trackerShard {
+	return &t.shards[int(id[15])%trackerShards] // the last byte is random in a UUIDv7
+}
+
+// committed records the commit time of ids.
+func (t *tracker) committed(ids []outbox.MessageID) {
+	at := t.now()
+	for _, id := range ids {
+		s := t.shard(id)
+		s.mu.Lock()
+		if s.pending[id] == deliveredFirst {
+			delete(s.pending, id)
+		} else {
+			s.pending[id] = at
+		}
+		s.mu.Unlock()
+	}
+}
+
+// delivered records one handler call.
+func (t *tracker) delivered(id outbox.MessageID) {
+	at := t.now()
+	s := t.shard(id)
+	s.mu.Lock()
+	switch v, ok := s.pending[id]; {
+	case !ok:
+		// Delivered before the producer recorded its commit: latency ~0.
+		s.pending[id] = deliveredFirst
+		s.early++
+		s.samples = append(s.samples, 0)
+	case v != deliveredFirst:
+		delete(s.pending, id)
+		s.samples = append(s.samples, at-v)
+	}
+	s.mu.Unlock()
+}
+
+// result returns every sample and the early-delivery count.
+func (t *tracker) result() (samples []int64, early int64) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		samples = append(samples, s.samples...)
+		early += s.early
+		s.mu.Unlock()
+	}
+	return samples, early
+}
+
+// errEnough ends a producer whose share of a fixed total is written.
+var errEnough = errors.New("bench: enough messages")
+
+// produce runs n producers that call step until d has passed (or, for a
+// fixed total, until step returns errEnough) and returns how long they ran;
+// committed counts the messages of every successful step. With pace > 0
+// each producer starts one step per pace, skipping ticks it is too slow
+// for, so the offered rate is n/pace at most.
+func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomic.Int64,
+	step func(ctx context.Context, producer int) (int, error)) (time.Duration, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	start := time.Now()
+	var deadline time.Time
+	if d > 0 {
+		deadline = start.Add(d)
+	}
+	var wg sync.WaitGroup
+	for p := range n {
+		wg.Go(func() {
+			var tick <-chan time.Time
+			if pace > 0 {
+				t := time.NewTicker(pace)
+				defer t.Stop()
+				tick = t.C
+			}
+			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+						return
+					}
+				}
+				k, err := step(ctx, p)
+				if errors.Is(err, errEnough) {
+					return
+				}
+				if err != nil {
+					cancel(fmt.Errorf("producer %d: %w", p, err))
+					return
+				}
+				committed.Add(int64(k))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := context.Cause(ctx); err != nil {
+		return elapsed, err
+	}
+	return elapsed, nil
+}
+
+// progress draws one status line on a writer, redrawn with "\r" while a run
+// goes on and ended with a newline when it is over. Nil-safe: without a
+// writer every method does nothing.
+type progress struct {
+	w     io.Writer
+	mu    sync.Mutex // one writer at a time: the ticker goroutine and finish
+	width int
+	dirty bool
+}
+
+func newProgress(w io.Writer) *progress {
+	if w == nil {
+		return nil
+	}
+	return &progress{w: w}
+}
+
+func (p *progress) draw(line string, final bool) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pad := ""
+	if n := len(line); n < p.width {
+		pad = strings.Repeat(" ", p.width-n) // erase a longer previous line
+	}
+	p.width = len(line)
+	end := ""
+	if final {
+		end, p.width = "\n", 0
+	}
+	p.dirty = !final
+	_, _ = fmt.Fprintf(p.w, "\r%s%s%s", line, pad, end)
+}
+
+// live redraws status() every half second until the returned stop is called.
+func (p *progress) live(status func(elapsed time.Duration) string) (stop func()) {
+	if p == nil {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				p.draw(status(time.Since(start)), false)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// close ends a line left open by an error.
+func (p *progress) close() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dirty {
+		_, _ = fmt.Fprintln(p.w)
+		p.dirty = false
+	}
+}

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("bench: write JSON report: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the report for people: the conditions first (machine,
+// database settings, seqbox knobs), then one line per figure, then the
+// details that tell whether a figure can be trusted (backlog, table rows).
+func (r *Report) WriteText(w io.Writer) error {
+	ew := &errWriter{w: w}
+	o := r.Options
+	m := r.Machine
+	ew.printf("seqbox bench, %s, took %v\n", r.StartedAt.Format(time.RFC3339), r.Duration.Round(time.Second))
+	cpu := ""
+	if m.CPUModel != "" {
+		cpu = " (" + m.CPUModel + ")"
+	}
+	ew.printf("machine:  %d cores%s, %s RAM, %s/%s, %s, peak RSS %s\n",
+		m.Cores, cpu, fmtBytes(m.MemTotalBytes), m.GOOS, m.GOARCH, m.GoVersion, fmtBytes(r.PeakRSSBytes))
+	where := o.DSN
+	if where == "" {
+		where = "embedded SQLite file (temporary)"
+	}
+	ew.printf("database: %s %s (%s, driver %s)\n", r.Database.Name, r.Database.Version, where, r.Database.Driver)
+	var settings []string
+	for _, k := range slices.Sorted(maps.Keys(r.Database.Settings)) {
+		settings = append(settings, k+"="+r.Database.Settings[k])
+	}
+	ew.printf("settings: %s\n", strings.Join(settings, " "))
+	k := r.Knobs
+	ew.printf("seqbox:   sequencer workers %d, batch %d (inner %d), reconcile %s; processor %s, concurrency %d, batch %d, poll %s, lease %s;\n"+
+		"          vacuum every %s, chunk %d; enqueue chunk %d rows / %s; maybe-dirty window %s\n",
+		k.SequencerWorkers, k.SequencerBatchSize, k.SequencerMaxInnerIterations, k.ReconcileInterval,
+		k.ProcessorMode, k.ProcessorConcurrency, k.ProcessorBatchSize, k.PollInterval, k.Lease,
+		k.VacuumInterval, k.VacuumChunk, k.EnqueueChunkRows, fmtBytes(int64(k.EnqueueChunkBytes)), k.MaybeDirtyWindow)
+	ew.printf("runs:     %d x %v per figure (median [min-max]); payload %d B, %d partitions, batch %d, drain %d msgs, latency rate %d msgs/s\n\n",
+		o.Runs, o.Duration, o.Payload, o.Partitions, o.Batch, o.DrainMessages, o.LatencyRate)
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tvariant\tmsgs/s median [min-max]\tbaseline msgs/s\tratio\tlatency ms p50/p95/p99/max")
+	for _, res := range r.Results {
+		base, ratio, lat := "", "", ""
+		if res.Baseline != nil {
+			base = fmtStat(*res.Baseline)
+		}
+		if res.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f", res.Ratio)
+		}
+		if l := res.Latency; l != nil {
+			lat = fmt.Sprintf("%s / %s / %s / %s", fmtMs(l.P50), fmtMs(l.P95), fmtMs(l.P99), fmtMs(l.Max))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", res.Scenario, res.Variant, fmtStat(res.MsgsPerSec), base, ratio, lat)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write text report: %w", err)
+	}
+
+	var details []string
+	for _, res := range r.Results {
+		if len(res.Extra) == 0 {
+			continue
+		}
+		details = append(details, fmt.Sprintf("  %s %s:", res.Scenario, res.Variant))
+		for _, key := range slices.Sorted(maps.Keys(res.Extra)) {
+			details = append(details, fmt.Sprintf("    %s: %s", key, fmtExtra(res.Extra[key])))
+		}
+	}
+	if len(details) > 0 {
+		ew.printf("\ndetails (per-run lists are in run order):\n%s\n", strings.Join(details, "\n"))
+	}
+	if len(r.TableRows) > 0 {
+		byMoment := map[string][]string{}
+		for key, n := range r.TableRows {
+			i := strings.LastIndexByte(key, '.')
+			byMoment[key[:max(i, 0)]] = append(byMoment[key[:max(i, 0)]], fmt.Sprintf("%s=%d", key[i+1:], n))
+		}
+		ew.printf("\ntable rows (last run):\n")
+		for _, moment := range slices.Sorted(maps.Keys(byMoment)) {
+			slices.Sort(byMoment[moment])
+			ew.printf("  %-18s %s\n", moment+":", strings.Join(byMoment[moment], " "))
+		}
+	}
+	return ew.err
+}
+
+// errWriter keeps the first write error so the text can be written without
+// checking every line.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	if err != nil {
+		e.err = fmt.Errorf("bench: write text report: %w", err)
+	}
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) { _, _ = fmt.Fprintf(e, format, args...) }
+
+func fmtStat(s Stat) string {
+	if len(s.Runs) <= 1 {
+		return fmtCount(s.Median)
+	}
+	return fmt.Sprintf("%s [%s-%s]", fmtCount(s.Median), fmtCount(s.Min), fmtCount(s.Max))
+}
+
+// fmtCount rounds to an integer with thousands separators: 41,297.
+func fmtCount(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return fmt.Sprint(v)
+	}
+	n := int64(math.Round(v))
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func fmtMs(v float64) string {
+	if v < 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%d B", n)
+	}
+}
+
+func fmtExtra(v any) string {
+	switch v := v.(type) {
+	case Stat:
+		return fmtStat(v)
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			return fmt.Sprint(int64(v))
+		}
+		return fmt.Sprintf("%.1f", v)
+	case []float64:
+		parts := make([]string, len(v))
+		for i, f := range v {
+			parts[i] = fmt.Sprintf("%.1f", f)
+		}
+		return "[" + strings.Join(parts, " ") + "]"
+	default:
+		return fmt.Sprint(v)
+	}
+}

@@ -1,0 +1,779 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/schema"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/uuidv7"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/sequencer"
+)
+
+const (
+	queueName   = "bench"
+	payloadType = "bench.v1"
+	// Drain preload shape: bulk transactions from two producers.
+	preloadBatch     = 1000
+	preloadProducers = 2
+	// drainTimeout bounds every wait for a backlog to be delivered; hitting
+	// it means seqbox stalled or lost messages, which the error reports.
+	drainTimeout = 5 * time.Minute
+	stopTimeout  = 30 * time.Second
+)
+
+// bencher holds what every run shares.
+type bencher struct {
+	db       *bun.DB
+	opts     Options
+	log      *slog.Logger
+	progress *progress
+	payload  []byte // generated once: the harness must not be the bottleneck
+}
+
+func newBencher(db *bun.DB, opts Options) *bencher {
+	payload := make([]byte, opts.Payload)
+	_, _ = rand.Read(payload) // random, so no database can compress it away
+	return &bencher{db: db, opts: opts, log: opts.Logger, progress: newProgress(opts.Progress), payload: payload}
+}
+
+// newPrefix names a run's tables, unique so that runs (and other users of
+// a shared database) never share tables.
+func newPrefix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "bench" + hex.EncodeToString(b[:]) + "_"
+}
+
+// builder configures an outbox on prefix with the library defaults; a nil
+// handler makes it producer-only.
+func (b *bencher) builder(prefix string, h *processor.Handler) *seqbox.Builder {
+	return seqbox.New(b.db).TablePrefix(prefix).Migrate(true).Logger(b.log).Queue(queueName, b.opts.Partitions, h)
+}
+
+// knobs reports the settings the runs use: the builder's defaults, with the
+// single-writer adjustment outbox.Start makes on SQLite.
+func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
+	d, err := seqbox.Dialect(ctx, b.db, "bench_")
+	if err != nil {
+		return Knobs{}, fmt.Errorf("bench: dialect: %w", err)
+	}
+	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
+	cfg := b.builder("bench_", noop).Config()
+	workers := cfg.Sequencer.Workers
+	if d.Features().Has(dialect.SingleWriter) && cfg.Sequencer.Workers == sequencer.WorkersDefault {
+		workers = 1
+	}
+	q := cfg.Queues[0].Options
+	return Knobs{
+		SequencerWorkers: workers, SequencerBatchSize: cfg.Sequencer.BatchSize,
+		SequencerMaxInnerIterations: cfg.Sequencer.MaxInnerIterations,
+		ReconcileInterval:           cfg.Sequencer.ReconcileInterval.String(),
+		ProcessorConcurrency:        cfg.Processor.Concurrency, ProcessorBatchSize: q.BatchSize,
+		ProcessorMode: noop.Mode().String(), PollInterval: cfg.Processor.PollInterval.String(),
+		Lease:          q.Lease.String(),
+		VacuumInterval: cfg.Vacuum.Interval.String(), VacuumChunk: cfg.Vacuum.Chunk,
+		EnqueueChunkRows: cfg.EnqueueChunkRows, EnqueueChunkBytes: cfg.EnqueueChunkBytes,
+		MaybeDirtyWindow: cfg.MaybeDirtyWindow.String(),
+	}, nil
+}
+
+// run is one outbox on fresh tables.
+type run struct {
+	ob      *outbox.Outbox
+	d       dialect.Dialect
+	prefix  string
+	stopped bool
+}
+
+// start migrates fresh tables and starts an outbox on them. The caller
+// must call cleanup, which also drops the tables when start fails half-way.
+func (b *bencher) start(ctx context.Context, h *processor.Handler) (*run, error) {
+	prefix := newPrefix()
+	d, err := seqbox.Dialect(ctx, b.db, prefix)
+	if err != nil {
+		return nil, fmt.Errorf("bench: dialect: %w", err)
+	}
+	r := &run{d: d, prefix: prefix}
+	if r.ob, err = b.builder(prefix, h).Start(ctx); err != nil {
+		r.drop(ctx)
+		return nil, fmt.Errorf("bench: start outbox: %w", err)
+	}
+	return r, nil
+}
+
+// restart stops the outbox and starts another on the same tables.
+func (b *bencher) restart(ctx context.Context, r *run, h *processor.Handler) error {
+	if err := r.stop(ctx); err != nil {
+		return err
+	}
+	ob, err := b.builder(r.prefix, h).Migrate(false).Start(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: start outbox: %w", err)
+	}
+	r.ob, r.stopped = ob, false
+	return nil
+}
+
+func (r *run) stop(ctx context.Context) error {
+	if r.stopped || r.ob == nil {
+		return nil
+	}
+	r.stopped = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	if err := r.ob.Stop(ctx); err != nil {
+		return fmt.Errorf("bench: stop outbox: %w", err)
+	}
+	return nil
+}
+
+// cleanup stops the outbox and drops the tables; it runs after an
+// interrupt too, hence contexts of its own.
+func (r *run) cleanup(ctx context.Context) error {
+	err := r.stop(ctx)
+	r.drop(ctx)
+	return err
+}
+
+func (r *run) drop(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	_ = r.d.SchemaDrop(ctx)
+}
+
+// backlog is the sum over partitions of unsequenced and unacked messages.
+func backlog(ctx context.Context, d dialect.Dialect) (incoming, unprocessed int64, err error) {
+	ps, err := d.PartitionStats(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bench: partition stats: %w", err)
+	}
+	for _, p := range ps {
+		incoming += p.Incoming
+		unprocessed += p.Sequence - p.ProcessedSeq
+	}
+	return incoming, unprocessed, nil
+}
+
+// waitDrained waits until the handler has seen want messages and the
+// database shows nothing unsequenced or unacked, and returns that moment.
+func waitDrained(ctx context.Context, d dialect.Dialect, handled *atomic.Int64, want int64) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	for {
+		if handled.Load() >= want {
+			in, un, err := backlog(ctx, d)
+			if err == nil && in == 0 && un == 0 {
+				return time.Now(), nil
+			}
+			if err != nil && ctx.Err() == nil {
+				return time.Time{}, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			in, un, _ := backlog(context.WithoutCancel(ctx), d)
+			return time.Time{}, fmt.Errorf("bench: handled %d of %d messages, %d unsequenced and %d unacked left after %v: %w",
+				handled.Load(), want, in, un, drainTimeout, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// tableRows counts every seqbox table of d into into["<moment>.<table>"].
+func tableRows(ctx context.Context, d dialect.Dialect, moment string, into map[string]int64) error {
+	t := d.Tables()
+	for _, name := range t.All() {
+		var n int64
+		if err := d.DB().NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(name)).Scan(ctx, &n); err != nil {
+			return fmt.Errorf("bench: count %s: %w", name, err)
+		}
+		into[moment+"."+strings.TrimPrefix(name, t.Prefix)] = n
+	}
+	return nil
+}
+
+// messages builds a reusable batch: EnqueueBatch copies what it needs into
+// its own rows and keeps no reference, so one slice serves every transaction.
+func (b *bencher) messages(n int) []outbox.Message {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{PayloadType: payloadType, Payload: b.payload}
+	}
+	return msgs
+}
+
+// enqueueStep returns one producer's transaction: len(msgs) messages to
+// random partitions through ob.Transaction. With a tracker it records the
+// commit time of each id right after the commit.
+func (b *bencher) enqueueStep(ob *outbox.Outbox, msgs []outbox.Message, tr *tracker) func(ctx context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		for i := range msgs {
+			msgs[i].Partition = mrand.IntN(b.opts.Partitions)
+		}
+		var ids []outbox.MessageID
+		err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+			var err error
+			ids, err = ob.EnqueueBatch(ctx, tx, queueName, msgs)
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+		if tr != nil {
+			tr.committed(ids)
+		}
+		return len(msgs), nil
+	}
+}
+
+// runLabel is "scenario variant run i/n" for progress and errors.
+func (b *bencher) runLabel(scenario, variant string, i int) string {
+	return fmt.Sprintf("%s %s run %d/%d", scenario, variant, i+1, b.opts.Runs)
+}
+
+// timed measures one rate: it runs fn with a live counter and prints the
+// final rate when fn returns.
+func (b *bencher) timed(label string, fn func(count *atomic.Int64) (float64, error)) (float64, error) {
+	var count atomic.Int64
+	stop := b.progress.live(func(el time.Duration) string {
+		n := count.Load()
+		return fmt.Sprintf("%s: %5.1fs  %s msgs  %s msgs/s", label, el.Seconds(), fmtCount(float64(n)), fmtCount(float64(n)/el.Seconds()))
+	})
+	rate, err := fn(&count)
+	stop()
+	if err != nil {
+		return 0, fmt.Errorf("bench: %s: %w", label, err)
+	}
+	b.progress.draw(fmt.Sprintf("%s: %s msgs/s", label, fmtCount(rate)), true)
+	b.log.Info("bench run", slog.String("run", label), slog.Float64("msgs_per_sec", rate))
+	return rate, nil
+}
+
+// ------------------------------------------------------------ enqueue + baseline
+
+// enqueueFigure measures one enqueue shape with seqbox and/or the plain
+// baseline, alternating them run by run so both see the same drift.
+func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, baselineOn bool, producers, batch int) ([]Result, error) {
+	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
+	var rates, baseRates []float64
+	var seqShare []float64
+	for i := range b.opts.Runs {
+		if seqboxOn {
+			var share float64
+			rate, err := b.timed(b.runLabel(scenario, variant, i), func(count *atomic.Int64) (float64, error) {
+				var err error
+				var rate float64
+				rate, share, err = b.enqueueRun(ctx, producers, batch, count)
+				return rate, err
+			})
+			if err != nil {
+				return nil, err
+			}
+			rates, seqShare = append(rates, rate), append(seqShare, share)
+		}
+		if baselineOn {
+			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), func(count *atomic.Int64) (float64, error) {
+				return b.baselineRun(ctx, producers, batch, count)
+			})
+			if err != nil {
+				return nil, err
+			}
+			baseRates = append(baseRates, rate)
+		}
+	}
+	var out []Result
+	var base *Stat
+	if baselineOn {
+		s := newStat(baseRates)
+		base = &s
+	}
+	if seqboxOn {
+		r := Result{Scenario: scenario, Variant: variant, MsgsPerSec: newStat(rates), Baseline: base,
+			Extra: map[string]any{"tx_per_sec": newStat(rates).Median / float64(batch), "sequenced_pct_at_end": seqShare}}
+		if base != nil && base.Median > 0 {
+			r.Ratio = r.MsgsPerSec.Median / base.Median
+		}
+		out = append(out, r)
+	}
+	if baselineOn {
+		out = append(out, Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base})
+	}
+	return out, nil
+}
+
+// enqueueRun is one timed enqueue run on a producer-only outbox (the
+// sequencer still runs in-process, as it would in an application). It also
+// returns the share of the enqueued messages sequenced by the end, which
+// shows whether the sequencer kept up.
+func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, count *atomic.Int64) (rate, sequencedPct float64, err error) {
+	r, err := b.start(ctx, nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		if cerr := r.cleanup(ctx); err == nil {
+			err = cerr
+		}
+	}()
+	steps := make([]func(context.Context) (int, error), producers)
+	for p := range steps {
+		steps[p] = b.enqueueStep(r.ob, b.messages(batch), nil)
+	}
+	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, count, func(ctx context.Context, p int) (int, error) {
+		return steps[p](ctx)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	c := r.ob.Counters()
+	if c.Enqueued > 0 {
+		sequencedPct = 100 * float64(c.Sequenced) / float64(c.Enqueued)
+	}
+	return float64(count.Load()) / elapsed.Seconds(), sequencedPct, nil
+}
+
+// baselineRun inserts the same rows with the same transaction sizes and
+// concurrency as an enqueue run, as plain multi-row INSERTs into one
+// ordinary table shaped like body: the cost of the write the application
+// would do anyway. Ids are UUIDv7 like seqbox's, so the primary-key index
+// sees the same insert pattern. On SQLite the transactions take the same
+// in-process writer lock seqbox's do, so the ratio compares the writes and
+// not two locking strategies.
+func (b *bencher) baselineRun(ctx context.Context, producers, batch int, count *atomic.Int64) (rate float64, err error) {
+	prefix := newPrefix()
+	d, err := seqbox.Dialect(ctx, b.db, prefix)
+	if err != nil {
+		return 0, fmt.Errorf("bench: dialect: %w", err)
+	}
+	table := prefix + "baseline"
+	if err := createBaseline(ctx, b.db, d.Name(), table); err != nil {
+		return 0, err
+	}
+	defer func() {
+		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+		defer cancel()
+		if _, derr := b.db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(dropCtx); derr != nil && err == nil {
+			err = fmt.Errorf("bench: drop %s: %w", table, derr)
+		}
+	}()
+	now := nowExpr(d.Name())
+	type producerState struct {
+		ids  [][16]byte
+		rows []baseRow
+	}
+	state := make([]producerState, producers)
+	for p := range state {
+		state[p].ids = make([][16]byte, batch)
+		state[p].rows = make([]baseRow, batch)
+	}
+	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, count, func(ctx context.Context, p int) (int, error) {
+		st := &state[p]
+		if err := uuidv7.Fill(st.ids, time.Now()); err != nil {
+			return 0, err
+		}
+		for i := range st.rows {
+			st.rows[i] = baseRow{id: st.ids[i][:], payloadType: payloadType, payload: b.payload}
+		}
+		unlock := d.LockWriter()
+		defer unlock()
+		err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+			for _, chunk := range chunks(st.rows) {
+				if _, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, headers, created_at) VALUES ?",
+					bun.Ident(table), baseValues(chunk, now)).Exec(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return batch, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(count.Load()) / elapsed.Seconds(), nil
+}
+
+type baseRow struct {
+	id          []byte
+	payloadType string
+	payload     []byte
+}
+
+// chunks splits rows the way seqbox's enqueue does (rows and SQL bytes),
+// so both sides send statements of the same size.
+func chunks(rows []baseRow) [][]baseRow {
+	var out [][]baseRow
+	start, size := 0, 0
+	for i := range rows {
+		rowBytes := 2*len(rows[i].payload) + len(rows[i].payloadType) + 160
+		if i > start && (i-start >= outbox.EnqueueChunkRowsDefault || size+rowBytes > outbox.EnqueueChunkBytesDefault) {
+			out = append(out, rows[start:i])
+			start, size = i, 0
+		}
+		size += rowBytes
+	}
+	return append(out, rows[start:])
+}
+
+// baseValues renders the VALUES list with bun placeholders; now is the
+// dialect's timestamp expression, the same one seqbox writes into body.
+func baseValues(rows []baseRow, now string) schema.QueryAppender {
+	row := "(?, ?, ?, NULL, " + now + ")"
+	return appenderFunc(func(gen schema.QueryGen, b []byte) []byte {
+		for i := range rows {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = gen.AppendQuery(b, row, rows[i].id, rows[i].payloadType, rows[i].payload)
+		}
+		return b
+	})
+}
+
+type appenderFunc func(gen schema.QueryGen, b []byte) []byte
+
+func (f appenderFunc) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error) {
+	return f(gen, b), nil
+}
+
+func nowExpr(name dialect.Name) string {
+	switch name {
+	case dialect.MySQL:
+		return "UTC_TIMESTAMP(6)"
+	case dialect.SQLite:
+		return "strftime('%Y-%m-%d %H:%M:%f', 'now')"
+	default:
+		return "now()"
+	}
+}
+
+// createBaseline makes an ordinary table shaped like seqbox's body table.
+func createBaseline(ctx context.Context, db *bun.DB, name dialect.Name, table string) error {
+	ddl := map[dialect.Name]string{
+		dialect.Postgres: "CREATE TABLE ? (id BYTEA PRIMARY KEY, payload_type VARCHAR(255) NOT NULL, payload BYTEA NOT NULL, " +
+			"headers TEXT NULL, created_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+		dialect.MySQL: "CREATE TABLE ? (id BINARY(16) NOT NULL PRIMARY KEY, payload_type VARCHAR(255) CHARACTER SET ascii NOT NULL, " +
+			"payload MEDIUMBLOB NOT NULL, headers MEDIUMTEXT NULL, created_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+		dialect.SQLite: "CREATE TABLE ? (id BLOB NOT NULL PRIMARY KEY, payload_type TEXT NOT NULL, payload BLOB NOT NULL, " +
+			"headers TEXT NULL, created_at TIMESTAMP NOT NULL)",
+	}[name]
+	if ddl == "" {
+		return fmt.Errorf("bench: no baseline table for %s", name)
+	}
+	if _, err := db.NewRaw(ddl, bun.Ident(table)).Exec(ctx); err != nil {
+		return fmt.Errorf("bench: create %s: %w", table, err)
+	}
+	return nil
+}
+
+// ------------------------------------------------------------ drain
+
+// drainFigure measures how fast a preloaded backlog is delivered.
+func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int64) (Result, error) {
+	variant := fmt.Sprintf("%d msgs, %d partitions", b.opts.DrainMessages, b.opts.Partitions)
+	var rates, preloadRates []float64
+	var atStart []map[string]int64
+	for i := range b.opts.Runs {
+		label := b.runLabel(ScenarioDrain, variant, i)
+		var preload float64
+		var start map[string]int64
+		rate, err := b.timed(label, func(count *atomic.Int64) (float64, error) {
+			var err error
+			var rate float64
+			rate, preload, start, err = b.drainRun(ctx, count, tableRowsInto)
+			return rate, err
+		})
+		if err != nil {
+			return Result{}, err
+		}
+		rates, preloadRates, atStart = append(rates, rate), append(preloadRates, preload), append(atStart, start)
+	}
+	return Result{Scenario: ScenarioDrain, Variant: variant, MsgsPerSec: newStat(rates), Extra: map[string]any{
+		"preload_msgs_per_sec": newStat(preloadRates),
+		"backlog_at_start":     atStart,
+		"note":                 "preloaded by a producer-only outbox whose sequencer already ran; timed from Start of the consuming outbox to an empty backlog",
+	}}, nil
+}
+
+// drainRun preloads DrainMessages with a producer-only outbox, stops it,
+// then times a consuming outbox from Start until every partition shows
+// nothing unsequenced and nothing unacked.
+func (b *bencher) drainRun(ctx context.Context, count *atomic.Int64, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
+	r, err := b.start(ctx, nil)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	defer func() {
+		if cerr := r.cleanup(ctx); err == nil {
+			err = cerr
+		}
+	}()
+	total := int64(b.opts.DrainMessages)
+	var taken atomic.Int64
+	steps := make([]func(context.Context) (int, error), preloadProducers)
+	batches := make([][]outbox.Message, preloadProducers)
+	for p := range steps {
+		batches[p] = b.messages(preloadBatch)
+	}
+	// The live line counts preloaded messages first, then delivered ones.
+	elapsed, err := produce(ctx, preloadProducers, 0, 0, count, func(ctx context.Context, p int) (int, error) {
+		n := min(int64(preloadBatch), total-(taken.Add(preloadBatch)-preloadBatch))
+		if n <= 0 {
+			return 0, errEnough
+		}
+		return b.enqueueStep(r.ob, batches[p][:n], nil)(ctx)
+	})
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("preload: %w", err)
+	}
+	preloadRate = float64(count.Load()) / elapsed.Seconds()
+	count.Store(0)
+	if err := r.stop(ctx); err != nil {
+		return 0, 0, nil, err
+	}
+	in, un, err := backlog(ctx, r.d)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if in+un != total {
+		return 0, 0, nil, fmt.Errorf("bench: preloaded %d messages but the database holds %d (%d unsequenced, %d unacked)", total, in+un, in, un)
+	}
+	atStart = map[string]int64{"incoming": in, "unprocessed": un}
+
+	began := time.Now()
+	if err := b.restart(ctx, r, processor.Leased(func(context.Context, processor.Delivery) error {
+		count.Add(1)
+		return nil
+	})); err != nil {
+		return 0, 0, nil, err
+	}
+	done, err := waitDrained(ctx, r.d, count, total)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	rate = float64(total) / done.Sub(began).Seconds()
+	if err := tableRows(ctx, r.d, "drain.done", tableRowsInto); err != nil {
+		return 0, 0, nil, err
+	}
+	return rate, preloadRate, atStart, nil
+}
+
+// ------------------------------------------------------------ sustained + latency
+
+// pipelineRun is one run of producers and processors together.
+type pipelineRun struct {
+	enqueueRate   float64 // committed msgs/s over the window
+	deliveredRate float64 // handled msgs/s over the window
+	latency       LatencyStat
+	early         int64
+	backlogMax    int64
+	backlogFinal  int64 // when the producers stopped
+	backlogSeries []int64
+	drainAfter    time.Duration // to deliver what was left after the window
+	retried       int64
+}
+
+// pipelineRun runs producers against a consuming outbox for Duration,
+// sampling the backlog every second, then waits for the rest to be
+// delivered. Latency covers every message committed in the window,
+// including those delivered after it: cutting them off would hide the
+// slowest ones.
+func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace time.Duration,
+	count *atomic.Int64, rowsMoment string, tableRowsInto map[string]int64) (res pipelineRun, err error) {
+	tr := newTracker()
+	var handled atomic.Int64
+	r, err := b.start(ctx, processor.Leased(func(_ context.Context, d processor.Delivery) error {
+		tr.delivered(d.ID)
+		handled.Add(1)
+		return nil
+	}))
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		if cerr := r.cleanup(ctx); err == nil {
+			err = cerr
+		}
+	}()
+
+	// Backlog sampler: one sample per second of the window.
+	samplerCtx, stopSampler := context.WithCancel(ctx)
+	samplerDone := make(chan error, 1)
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-samplerCtx.Done():
+				samplerDone <- nil
+				return
+			case <-t.C:
+				in, un, err := backlog(samplerCtx, r.d)
+				if err != nil {
+					if samplerCtx.Err() != nil {
+						samplerDone <- nil
+					} else {
+						samplerDone <- err
+					}
+					return
+				}
+				res.backlogSeries = append(res.backlogSeries, in+un)
+			}
+		}
+	}()
+
+	steps := make([]func(context.Context) (int, error), producers)
+	for p := range steps {
+		steps[p] = b.enqueueStep(r.ob, b.messages(batch), tr)
+	}
+	h0 := handled.Load()
+	elapsed, err := produce(ctx, producers, b.opts.Duration, pace, count, func(ctx context.Context, p int) (int, error) {
+		return steps[p](ctx)
+	})
+	h1 := handled.Load()
+	stopSampler()
+	if serr := <-samplerDone; serr != nil && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return res, err
+	}
+	windowEnd := time.Now()
+	committed := count.Load()
+	res.enqueueRate = float64(committed) / elapsed.Seconds()
+	res.deliveredRate = float64(h1-h0) / elapsed.Seconds()
+	in, un, err := backlog(ctx, r.d)
+	if err != nil {
+		return res, err
+	}
+	res.backlogFinal = in + un
+	for _, v := range append(res.backlogSeries, res.backlogFinal) {
+		res.backlogMax = max(res.backlogMax, v)
+	}
+	if rowsMoment != "" {
+		if err := tableRows(ctx, r.d, rowsMoment+".end", tableRowsInto); err != nil {
+			return res, err
+		}
+	}
+	done, err := waitDrained(ctx, r.d, &handled, committed)
+	if err != nil {
+		return res, err
+	}
+	res.drainAfter = done.Sub(windowEnd)
+	if rowsMoment != "" {
+		if err := tableRows(ctx, r.d, rowsMoment+".drained", tableRowsInto); err != nil {
+			return res, err
+		}
+	}
+	samples, early := tr.result()
+	res.latency, res.early = latencyOf(samples), early
+	res.retried = r.ob.Counters().Retried
+	return res, nil
+}
+
+// sustainedFigure: producers and processors together; the rate is what the
+// handlers got through during the window.
+func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsInto map[string]int64) (Result, error) {
+	variant := fmt.Sprintf("%d/tx, %s", b.opts.Batch, plural(producers, "producer"))
+	runs, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
+	if err != nil {
+		return Result{}, err
+	}
+	res := pipelineResult(ScenarioSustained, variant, runs, func(p pipelineRun) float64 { return p.deliveredRate })
+	res.Extra["enqueued_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.enqueueRate })
+	return res, nil
+}
+
+// latencyFigure: a fixed low rate of one-message transactions.
+func (b *bencher) latencyFigure(ctx context.Context, producers int) (Result, error) {
+	variant := fmt.Sprintf("%d msgs/s offered, 1/tx, %s", b.opts.LatencyRate, plural(producers, "producer"))
+	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
+	runs, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
+	if err != nil {
+		return Result{}, err
+	}
+	// The rate is what was committed: below the offered rate when
+	// single-message transactions cannot keep the pace.
+	res := pipelineResult(ScenarioLatency, variant, runs, func(p pipelineRun) float64 { return p.enqueueRate })
+	res.Extra["delivered_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.deliveredRate })
+	return res, nil
+}
+
+func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, producers, batch int, pace time.Duration,
+	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, error) {
+	var runs []pipelineRun
+	for i := range b.opts.Runs {
+		var pr pipelineRun
+		_, err := b.timed(b.runLabel(scenario, variant, i), func(count *atomic.Int64) (float64, error) {
+			var err error
+			pr, err = b.pipelineRun(ctx, producers, batch, pace, count, rowsMoment, tableRowsInto)
+			if scenario == ScenarioSustained {
+				return pr.deliveredRate, err
+			}
+			return pr.enqueueRate, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, pr)
+	}
+	return runs, nil
+}
+
+func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = get(r)
+	}
+	return newStat(v)
+}
+
+func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipelineRun) float64) Result {
+	lat := make([]LatencyStat, len(runs))
+	early, retried := int64(0), int64(0)
+	var backlogMax, backlogFinal, drainMs []int64
+	var series [][]int64
+	for i, r := range runs {
+		lat[i] = r.latency
+		early += r.early
+		retried += r.retried
+		backlogMax = append(backlogMax, r.backlogMax)
+		backlogFinal = append(backlogFinal, r.backlogFinal)
+		drainMs = append(drainMs, r.drainAfter.Milliseconds())
+		series = append(series, r.backlogSeries)
+	}
+	return Result{Scenario: scenario, Variant: variant, MsgsPerSec: statOf(runs, rate), Latency: medianLatency(lat),
+		Extra: map[string]any{
+			"early_deliveries":         early, // handler ran before the producer recorded the commit: counted as 0 ms
+			"retried":                  retried,
+			"backlog_max":              backlogMax,
+			"backlog_final":            backlogFinal,
+			"backlog_per_second":       series,
+			"drain_after_window_ms":    drainMs,
+			"latency_includes_drain":   true,
+			"latency_commit_reference": "time.Now() after ob.Transaction returned",
+		}}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
