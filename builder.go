@@ -116,6 +116,11 @@ func (b *Builder) VacuumChunk(n int) *Builder { b.cfg.Vacuum.Chunk = n; return b
 // MaxPayloadBytes bounds payload plus headers of a message. Defaults to 64 KiB.
 func (b *Builder) MaxPayloadBytes(n int) *Builder { b.cfg.MaxPayloadBytes = n; return b }
 
+// ProducerOnly makes this process only enqueue: it runs no sequencer,
+// processor or vacuum; other processes sharing the database do, and find
+// its rows with their reconciler scan. Defaults to false.
+func (b *Builder) ProducerOnly() *Builder { b.cfg.ProducerOnly = true; return b }
+
 // InstanceID names this process in lease rows. Defaults to host-pid-random.
 func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; return b }
 

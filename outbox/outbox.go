@@ -81,7 +81,12 @@ type Config struct {
 	// MaybeDirtyWindow is how long a partition enqueued through a
 	// caller-owned transaction is re-checked for its rows. Defaults to 1s.
 	MaybeDirtyWindow time.Duration
-	Sequencer        sequencer.Config
+	// ProducerOnly runs no background task in this process: it only
+	// enqueues, and other processes sequence, deliver and vacuum (their
+	// reconciler scan finds the rows). No queue may have a handler.
+	// Defaults to false.
+	ProducerOnly bool
+	Sequencer    sequencer.Config
 	Processor        processor.Config
 	Vacuum           vacuum.Config
 }
@@ -123,6 +128,9 @@ func (c Config) Validate(d dialect.Dialect) error {
 		}
 		if err := q.Options.Validate(); err != nil {
 			return bad("Queues["+q.Name+"].Options", "%v", err)
+		}
+		if c.ProducerOnly && q.Handler != nil {
+			return bad("Queues["+q.Name+"].Handler", "a producer-only process runs no handlers")
 		}
 	}
 	switch {
@@ -210,9 +218,11 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.cancel = cancel
 	var g errgroup.Group
-	g.Go(func() error { return o.seq.Run(runCtx, o.stopping) })
-	g.Go(func() error { return o.procs.Run(runCtx, o.stopping) })
-	g.Go(func() error { return o.vac.Run(runCtx, o.stopping) })
+	if !cfg.ProducerOnly {
+		g.Go(func() error { return o.seq.Run(runCtx, o.stopping) })
+		g.Go(func() error { return o.procs.Run(runCtx, o.stopping) })
+		g.Go(func() error { return o.vac.Run(runCtx, o.stopping) })
+	}
 	go func() {
 		o.runErr = g.Wait()
 		close(o.done)

@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -22,13 +23,14 @@ var migrationFS embed.FS
 // Dialect is the PostgreSQL implementation of dialect.Dialect.
 type Dialect struct {
 	*sqlcore.Core
-	q pgQueries
+	q              pgQueries
+	asyncSequencer bool
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // New returns the dialect for db with tables named prefix+name.
-func New(db *bun.DB, prefix string) (*Dialect, error) {
+func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 	cfg, err := config(db, prefix)
 	if err != nil {
 		return nil, err
@@ -37,8 +39,20 @@ func New(db *bun.DB, prefix string) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dialect{Core: core, q: buildQueries(core.Tables())}, nil
+	d := &Dialect{Core: core, q: buildQueries(core.Tables()), asyncSequencer: true}
+	for _, opt := range opts {
+		opt(d)
+	}
+	return d, nil
 }
+
+// Option configures the PostgreSQL dialect.
+type Option func(*Dialect)
+
+// WithSynchronousSequencer makes the sequencer's commits wait for the WAL
+// flush like any other. By default they do not (synchronous_commit off for
+// that statement only), which is safe: see sequenceMoveSQL.
+func WithSynchronousSequencer() Option { return func(d *Dialect) { d.asyncSequencer = false } }
 
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
@@ -65,6 +79,7 @@ func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
 type pgQueries struct {
 	insertMessages string
 	vacuumDelete   string
+	sequenceMove   string
 }
 
 func buildQueries(t dialect.Tables) pgQueries {
@@ -74,7 +89,52 @@ func buildQueries(t dialect.Tables) pgQueries {
 			"INSERT INTO " + t.Incoming + " (partition_id, body_id) VALUES ?",
 		vacuumDelete: "WITH d AS (DELETE FROM " + t.Outgoing + " WHERE partition_id = ? AND seq > ? AND seq <= ? RETURNING body_id) " +
 			"DELETE FROM " + t.Body + " b USING d WHERE b.id = d.body_id",
+		sequenceMove: strings.NewReplacer("{partitions}", t.Partitions, "{incoming}", t.Incoming, "{outgoing}", t.Outgoing).Replace(sequenceMoveSQL),
 	}
+}
+
+// sequenceMoveSQL moves one batch of a partition in one statement (one
+// round trip instead of seven). Its shape follows what was measured on a
+// 200k-row backlog: sel filters on the constant partition id, del deletes by
+// id = ANY(ARRAY(…)) (index lookups; a join here is planned as a scan of
+// incoming), and rows are numbered by id because DELETE … RETURNING has no
+// order. All CTEs share one snapshot, so the base seq comes from the
+// UPDATE's own RETURNING. An empty batch writes nothing. sc turns off the
+// commit flush for this statement only: a move lost in a crash leaves its
+// rows in incoming to be moved again, and any later durable commit (a
+// lease, an ack, a handler's transaction) flushes it first, so nothing
+// delivered can be lost.
+const sequenceMoveSQL = `WITH sc AS (SELECT set_config('synchronous_commit', ?, true)),
+p AS (SELECT id FROM {partitions} WHERE id = ? FOR NO KEY UPDATE SKIP LOCKED),
+sel AS (SELECT id FROM {incoming} WHERE partition_id = ? AND EXISTS (SELECT 1 FROM p) ORDER BY id LIMIT ?),
+del AS (DELETE FROM {incoming} WHERE id = ANY(ARRAY(SELECT id FROM sel)) RETURNING id, body_id),
+num AS (SELECT body_id, row_number() OVER (ORDER BY id) AS rn FROM del),
+cnt AS (SELECT count(*) AS n FROM num),
+upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n FROM cnt WHERE u.id = ? AND cnt.n > 0
+	RETURNING u.sequence - cnt.n AS base),
+ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
+SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
+	COALESCE((SELECT base FROM upd), 0) AS base, (SELECT count(*) FROM sc) AS sc`
+
+// SequenceMove moves one batch in a single statement; see sequenceMoveSQL.
+func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	var locked, moved, base, sc int64
+	syncCommit := "on"
+	if d.asyncSequencer {
+		syncCommit = "off"
+	}
+	err := d.Raw(d.DB(), d.q.sequenceMove, syncCommit, p.PartitionID, p.PartitionID, p.Limit, p.PartitionID, p.PartitionID).
+		Scan(ctx, &locked, &moved, &base, &sc)
+	if err != nil {
+		return dialect.SequenceMoveResult{}, d.Wrap(err)
+	}
+	if locked == 0 {
+		return dialect.SequenceMoveResult{Skipped: true}, nil
+	}
+	if moved == 0 {
+		return dialect.SequenceMoveResult{}, nil
+	}
+	return dialect.SequenceMoveResult{Moved: int(moved), FirstSeq: base + 1, LastSeq: base + moved}, nil
 }
 
 // MessageInsertMany writes body and incoming rows in one statement.

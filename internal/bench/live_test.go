@@ -26,7 +26,8 @@ import (
 //	SEQBOX_BENCH_DB=postgres go test -tags benchlive -run TestLive -timeout 30m -v ./internal/bench
 //
 // SEQBOX_BENCH_DB is postgres, mysql or sqlite; SEQBOX_BENCH_DURATION and
-// SEQBOX_BENCH_RUNS override the 5s x 3 used here.
+// SEQBOX_BENCH_RUNS (1) override the 5s x 3 used here, and
+// SEQBOX_BENCH_SCENARIOS (comma-separated) picks scenarios.
 func TestLive(t *testing.T) {
 	which := os.Getenv("SEQBOX_BENCH_DB")
 	opts := Options{Duration: 5 * time.Second, Runs: 3, Progress: os.Stderr}
@@ -39,6 +40,9 @@ func TestLive(t *testing.T) {
 	}
 	if v := os.Getenv("SEQBOX_BENCH_RUNS"); v == "1" {
 		opts.Runs = 1
+	}
+	if v := os.Getenv("SEQBOX_BENCH_SCENARIOS"); v != "" {
+		opts.Scenarios = strings.Split(v, ",")
 	}
 	switch which {
 	case "postgres":

@@ -98,8 +98,8 @@ type run struct {
 	stopped bool
 }
 
-// start migrates fresh tables and starts an outbox on them. The caller
-// must call cleanup, which also drops the tables when start fails half-way.
+// start migrates fresh tables and starts an outbox on them. On failure it
+// drops what it created; otherwise the caller must call cleanup.
 func (b *bencher) start(ctx context.Context, h *processor.Handler) (*run, error) {
 	prefix := newPrefix()
 	d, err := seqbox.Dialect(ctx, b.db, prefix)
@@ -244,21 +244,55 @@ func (b *bencher) runLabel(scenario, variant string, i int) string {
 	return fmt.Sprintf("%s %s run %d/%d", scenario, variant, i+1, b.opts.Runs)
 }
 
-// timed measures one rate: it runs fn with a live counter and prints the
-// final rate when fn returns.
-func (b *bencher) timed(label string, fn func(count *atomic.Int64) (float64, error)) (float64, error) {
-	var count atomic.Int64
+// meter is one run's live message counter and the CPU used during its
+// measurement window (begin/end bracket the window, not the set-up).
+type meter struct {
+	count atomic.Int64
+	start cpuTimes
+	cpu   CPUShare
+	cpuOK bool
+}
+
+func (m *meter) begin() { m.start = readCPU() }
+func (m *meter) end()   { m.cpu, m.cpuOK = readCPU().since(m.start) }
+
+// cpuStats collects CPUShare over runs into two Extra figures.
+type cpuStats struct{ client, machine []float64 }
+
+func (c *cpuStats) add(m *meter) {
+	if m.cpuOK {
+		c.client, c.machine = append(c.client, m.cpu.ClientPct), append(c.machine, m.cpu.MachinePct)
+	}
+}
+
+func (c *cpuStats) put(extra map[string]any) {
+	if len(c.client) > 0 {
+		extra["cpu_client_pct"] = newStat(c.client)
+		extra["cpu_machine_pct"] = newStat(c.machine)
+	}
+}
+
+// timed measures one rate: it runs fn with a live counter, prints the
+// final rate when fn returns and adds the run's CPU use to cpu.
+func (b *bencher) timed(label string, cpu *cpuStats, fn func(m *meter) (float64, error)) (float64, error) {
+	var m meter
 	stop := b.progress.live(func(el time.Duration) string {
-		n := count.Load()
+		n := m.count.Load()
 		return fmt.Sprintf("%s: %5.1fs  %s msgs  %s msgs/s", label, el.Seconds(), fmtCount(float64(n)), fmtCount(float64(n)/el.Seconds()))
 	})
-	rate, err := fn(&count)
+	rate, err := fn(&m)
 	stop()
 	if err != nil {
 		return 0, fmt.Errorf("bench: %s: %w", label, err)
 	}
-	b.progress.draw(fmt.Sprintf("%s: %s msgs/s", label, fmtCount(rate)), true)
-	b.log.Info("bench run", slog.String("run", label), slog.Float64("msgs_per_sec", rate))
+	line := fmt.Sprintf("%s: %s msgs/s", label, fmtCount(rate))
+	if m.cpuOK {
+		line += fmt.Sprintf("  (cpu: client %.0f%%, machine %.0f%%)", m.cpu.ClientPct, m.cpu.MachinePct)
+	}
+	b.progress.draw(line, true)
+	b.log.Info("bench run", slog.String("run", label), slog.Float64("msgs_per_sec", rate),
+		slog.Float64("cpu_client_pct", m.cpu.ClientPct), slog.Float64("cpu_machine_pct", m.cpu.MachinePct))
+	cpu.add(&m)
 	return rate, nil
 }
 
@@ -270,13 +304,14 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
 	var rates, baseRates []float64
 	var seqShare []float64
+	var cpu, baseCPU cpuStats
 	for i := range b.opts.Runs {
 		if seqboxOn {
 			var share float64
-			rate, err := b.timed(b.runLabel(scenario, variant, i), func(count *atomic.Int64) (float64, error) {
+			rate, err := b.timed(b.runLabel(scenario, variant, i), &cpu, func(m *meter) (float64, error) {
 				var err error
 				var rate float64
-				rate, share, err = b.enqueueRun(ctx, producers, batch, count)
+				rate, share, err = b.enqueueRun(ctx, producers, batch, m)
 				return rate, err
 			})
 			if err != nil {
@@ -285,8 +320,8 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 			rates, seqShare = append(rates, rate), append(seqShare, share)
 		}
 		if baselineOn {
-			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), func(count *atomic.Int64) (float64, error) {
-				return b.baselineRun(ctx, producers, batch, count)
+			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), &baseCPU, func(m *meter) (float64, error) {
+				return b.baselineRun(ctx, producers, batch, m)
 			})
 			if err != nil {
 				return nil, err
@@ -306,10 +341,13 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		if base != nil && base.Median > 0 {
 			r.Ratio = r.MsgsPerSec.Median / base.Median
 		}
+		cpu.put(r.Extra)
 		out = append(out, r)
 	}
 	if baselineOn {
-		out = append(out, Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base})
+		r := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base, Extra: map[string]any{}}
+		baseCPU.put(r.Extra)
+		out = append(out, r)
 	}
 	return out, nil
 }
@@ -318,7 +356,7 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 // sequencer still runs in-process, as it would in an application). It also
 // returns the share of the enqueued messages sequenced by the end, which
 // shows whether the sequencer kept up.
-func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, count *atomic.Int64) (rate, sequencedPct float64, err error) {
+func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, m *meter) (rate, sequencedPct float64, err error) {
 	r, err := b.start(ctx, nil)
 	if err != nil {
 		return 0, 0, err
@@ -332,9 +370,11 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, count *a
 	for p := range steps {
 		steps[p] = b.enqueueStep(r.ob, b.messages(batch), nil)
 	}
-	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, count, func(ctx context.Context, p int) (int, error) {
+	m.begin()
+	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, &m.count, func(ctx context.Context, p int) (int, error) {
 		return steps[p](ctx)
 	})
+	m.end()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -342,7 +382,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, count *a
 	if c.Enqueued > 0 {
 		sequencedPct = 100 * float64(c.Sequenced) / float64(c.Enqueued)
 	}
-	return float64(count.Load()) / elapsed.Seconds(), sequencedPct, nil
+	return float64(m.count.Load()) / elapsed.Seconds(), sequencedPct, nil
 }
 
 // baselineRun inserts the same rows with the same transaction sizes and
@@ -352,7 +392,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, count *a
 // sees the same insert pattern. On SQLite the transactions take the same
 // in-process writer lock seqbox's do, so the ratio compares the writes and
 // not two locking strategies.
-func (b *bencher) baselineRun(ctx context.Context, producers, batch int, count *atomic.Int64) (rate float64, err error) {
+func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
 	prefix := newPrefix()
 	d, err := seqbox.Dialect(ctx, b.db, prefix)
 	if err != nil {
@@ -379,7 +419,8 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, count *
 		state[p].ids = make([][16]byte, batch)
 		state[p].rows = make([]baseRow, batch)
 	}
-	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, count, func(ctx context.Context, p int) (int, error) {
+	m.begin()
+	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, &m.count, func(ctx context.Context, p int) (int, error) {
 		st := &state[p]
 		if err := uuidv7.Fill(st.ids, time.Now()); err != nil {
 			return 0, err
@@ -403,10 +444,11 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, count *
 		}
 		return batch, nil
 	})
+	m.end()
 	if err != nil {
 		return 0, err
 	}
-	return float64(count.Load()) / elapsed.Seconds(), nil
+	return float64(m.count.Load()) / elapsed.Seconds(), nil
 }
 
 type baseRow struct {
@@ -489,14 +531,15 @@ func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int6
 	variant := fmt.Sprintf("%d msgs, %d partitions", b.opts.DrainMessages, b.opts.Partitions)
 	var rates, preloadRates []float64
 	var atStart []map[string]int64
+	var cpu cpuStats
 	for i := range b.opts.Runs {
 		label := b.runLabel(ScenarioDrain, variant, i)
 		var preload float64
 		var start map[string]int64
-		rate, err := b.timed(label, func(count *atomic.Int64) (float64, error) {
+		rate, err := b.timed(label, &cpu, func(m *meter) (float64, error) {
 			var err error
 			var rate float64
-			rate, preload, start, err = b.drainRun(ctx, count, tableRowsInto)
+			rate, preload, start, err = b.drainRun(ctx, m, tableRowsInto)
 			return rate, err
 		})
 		if err != nil {
@@ -504,17 +547,19 @@ func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int6
 		}
 		rates, preloadRates, atStart = append(rates, rate), append(preloadRates, preload), append(atStart, start)
 	}
-	return Result{Scenario: ScenarioDrain, Variant: variant, MsgsPerSec: newStat(rates), Extra: map[string]any{
+	res := Result{Scenario: ScenarioDrain, Variant: variant, MsgsPerSec: newStat(rates), Extra: map[string]any{
 		"preload_msgs_per_sec": newStat(preloadRates),
 		"backlog_at_start":     atStart,
 		"note":                 "preloaded by a producer-only outbox whose sequencer already ran; timed from Start of the consuming outbox to an empty backlog",
-	}}, nil
+	}}
+	cpu.put(res.Extra)
+	return res, nil
 }
 
 // drainRun preloads DrainMessages with a producer-only outbox, stops it,
 // then times a consuming outbox from Start until every partition shows
 // nothing unsequenced and nothing unacked.
-func (b *bencher) drainRun(ctx context.Context, count *atomic.Int64, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
+func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
 	r, err := b.start(ctx, nil)
 	if err != nil {
 		return 0, 0, nil, err
@@ -532,7 +577,7 @@ func (b *bencher) drainRun(ctx context.Context, count *atomic.Int64, tableRowsIn
 		batches[p] = b.messages(preloadBatch)
 	}
 	// The live line counts preloaded messages first, then delivered ones.
-	elapsed, err := produce(ctx, preloadProducers, 0, 0, count, func(ctx context.Context, p int) (int, error) {
+	elapsed, err := produce(ctx, preloadProducers, 0, 0, &m.count, func(ctx context.Context, p int) (int, error) {
 		n := min(int64(preloadBatch), total-(taken.Add(preloadBatch)-preloadBatch))
 		if n <= 0 {
 			return 0, errEnough
@@ -542,8 +587,8 @@ func (b *bencher) drainRun(ctx context.Context, count *atomic.Int64, tableRowsIn
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("preload: %w", err)
 	}
-	preloadRate = float64(count.Load()) / elapsed.Seconds()
-	count.Store(0)
+	preloadRate = float64(m.count.Load()) / elapsed.Seconds()
+	m.count.Store(0)
 	if err := r.stop(ctx); err != nil {
 		return 0, 0, nil, err
 	}
@@ -556,14 +601,16 @@ func (b *bencher) drainRun(ctx context.Context, count *atomic.Int64, tableRowsIn
 	}
 	atStart = map[string]int64{"incoming": in, "unprocessed": un}
 
+	m.begin()
 	began := time.Now()
 	if err := b.restart(ctx, r, processor.Leased(func(context.Context, processor.Delivery) error {
-		count.Add(1)
+		m.count.Add(1)
 		return nil
 	})); err != nil {
 		return 0, 0, nil, err
 	}
-	done, err := waitDrained(ctx, r.d, count, total)
+	done, err := waitDrained(ctx, r.d, &m.count, total)
+	m.end()
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -587,6 +634,7 @@ type pipelineRun struct {
 	backlogSeries []int64
 	drainAfter    time.Duration // to deliver what was left after the window
 	retried       int64
+	duplicates    int64 // handler calls beyond the committed count: redeliveries
 }
 
 // pipelineRun runs producers against a consuming outbox for Duration,
@@ -595,7 +643,7 @@ type pipelineRun struct {
 // including those delivered after it: cutting them off would hide the
 // slowest ones.
 func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace time.Duration,
-	count *atomic.Int64, rowsMoment string, tableRowsInto map[string]int64) (res pipelineRun, err error) {
+	m *meter, rowsMoment string, tableRowsInto map[string]int64) (res pipelineRun, err error) {
 	tr := newTracker()
 	var handled atomic.Int64
 	r, err := b.start(ctx, processor.Leased(func(_ context.Context, d processor.Delivery) error {
@@ -643,9 +691,11 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		steps[p] = b.enqueueStep(r.ob, b.messages(batch), tr)
 	}
 	h0 := handled.Load()
-	elapsed, err := produce(ctx, producers, b.opts.Duration, pace, count, func(ctx context.Context, p int) (int, error) {
+	m.begin()
+	elapsed, err := produce(ctx, producers, b.opts.Duration, pace, &m.count, func(ctx context.Context, p int) (int, error) {
 		return steps[p](ctx)
 	})
+	m.end()
 	h1 := handled.Load()
 	stopSampler()
 	if serr := <-samplerDone; serr != nil && err == nil {
@@ -655,7 +705,7 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		return res, err
 	}
 	windowEnd := time.Now()
-	committed := count.Load()
+	committed := m.count.Load()
 	res.enqueueRate = float64(committed) / elapsed.Seconds()
 	res.deliveredRate = float64(h1-h0) / elapsed.Seconds()
 	in, un, err := backlog(ctx, r.d)
@@ -684,6 +734,7 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 	samples, early := tr.result()
 	res.latency, res.early = latencyOf(samples), early
 	res.retried = r.ob.Counters().Retried
+	res.duplicates = handled.Load() - committed
 	return res, nil
 }
 
@@ -691,11 +742,12 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 // handlers got through during the window.
 func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsInto map[string]int64) (Result, error) {
 	variant := fmt.Sprintf("%d/tx, %s", b.opts.Batch, plural(producers, "producer"))
-	runs, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
+	runs, cpu, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
 	if err != nil {
 		return Result{}, err
 	}
 	res := pipelineResult(ScenarioSustained, variant, runs, func(p pipelineRun) float64 { return p.deliveredRate })
+	cpu.put(res.Extra)
 	res.Extra["enqueued_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.enqueueRate })
 	return res, nil
 }
@@ -704,36 +756,38 @@ func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsI
 func (b *bencher) latencyFigure(ctx context.Context, producers int) (Result, error) {
 	variant := fmt.Sprintf("%d msgs/s offered, 1/tx, %s", b.opts.LatencyRate, plural(producers, "producer"))
 	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
-	runs, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
+	runs, cpu, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
 	if err != nil {
 		return Result{}, err
 	}
 	// The rate is what was committed: below the offered rate when
 	// single-message transactions cannot keep the pace.
 	res := pipelineResult(ScenarioLatency, variant, runs, func(p pipelineRun) float64 { return p.enqueueRate })
+	cpu.put(res.Extra)
 	res.Extra["delivered_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.deliveredRate })
 	return res, nil
 }
 
 func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, producers, batch int, pace time.Duration,
-	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, error) {
+	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, *cpuStats, error) {
 	var runs []pipelineRun
+	var cpu cpuStats
 	for i := range b.opts.Runs {
 		var pr pipelineRun
-		_, err := b.timed(b.runLabel(scenario, variant, i), func(count *atomic.Int64) (float64, error) {
+		_, err := b.timed(b.runLabel(scenario, variant, i), &cpu, func(m *meter) (float64, error) {
 			var err error
-			pr, err = b.pipelineRun(ctx, producers, batch, pace, count, rowsMoment, tableRowsInto)
+			pr, err = b.pipelineRun(ctx, producers, batch, pace, m, rowsMoment, tableRowsInto)
 			if scenario == ScenarioSustained {
 				return pr.deliveredRate, err
 			}
 			return pr.enqueueRate, err
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		runs = append(runs, pr)
 	}
-	return runs, nil
+	return runs, &cpu, nil
 }
 
 func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {
@@ -746,13 +800,14 @@ func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {
 
 func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipelineRun) float64) Result {
 	lat := make([]LatencyStat, len(runs))
-	early, retried := int64(0), int64(0)
+	early, retried, duplicates := int64(0), int64(0), int64(0)
 	var backlogMax, backlogFinal, drainMs []int64
 	var series [][]int64
 	for i, r := range runs {
 		lat[i] = r.latency
 		early += r.early
 		retried += r.retried
+		duplicates += r.duplicates
 		backlogMax = append(backlogMax, r.backlogMax)
 		backlogFinal = append(backlogFinal, r.backlogFinal)
 		drainMs = append(drainMs, r.drainAfter.Milliseconds())
@@ -762,6 +817,7 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 		Extra: map[string]any{
 			"early_deliveries":         early, // handler ran before the producer recorded the commit: counted as 0 ms
 			"retried":                  retried,
+			"duplicate_deliveries":     duplicates,
 			"backlog_max":              backlogMax,
 			"backlog_final":            backlogFinal,
 			"backlog_per_second":       series,

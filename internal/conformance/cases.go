@@ -6,25 +6,26 @@ package conformance
 // 6 bad input writes nothing, 7 bounded storage.
 func Cases() []Case {
 	return []Case{
-		{"AtomicEnqueue", testAtomicEnqueue},                                             // 1
-		{"EnqueueConnKinds", testEnqueueConnKinds},                                       // 1
-		{"EnqueueBatchChunked", testEnqueueBatchChunked},                                 // 1, 2
-		{"CallerOwnedTxPickedUpPromptly", testCallerOwnedTxPickedUpPromptly},             // 1
-		{"PerPartitionOrder", testPerPartitionOrder},                                     // 2
-		{"OverlappingTransactionsNeverSkipped", testOverlappingTransactionsNeverSkipped}, // 2
-		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                       // 3
-		{"RejectDeadLetters", testRejectDeadLetters},                                     // 3
-		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                           // 3
-		{"PanicIsRetried", testPanicIsRetried},                                           // 3
-		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},           // 3
-		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                             // 3
-		{"TransactionalExactlyOnce", testTransactionalExactlyOnce},                       // 3
-		{"TransactionalRejectAndMaxAttempts", testTransactionalRejectAndMaxAttempts},     // 3
-		{"CrashedLeaseIsRedelivered", testCrashedLeaseIsRedelivered},                     // 4
-		{"StopDrainsInFlight", testStopDrainsInFlight},                                   // 4
-		{"ConcurrencyTorture", testConcurrencyTorture},                                   // 1, 2, 3, 5, 7
-		{"BadInputWritesNothing", testBadInputWritesNothing},                             // 6
-		{"VacuumBoundsStorage", testVacuumBoundsStorage},                                 // 7
+		{"AtomicEnqueue", testAtomicEnqueue},                                                 // 1
+		{"EnqueueConnKinds", testEnqueueConnKinds},                                           // 1
+		{"EnqueueBatchChunked", testEnqueueBatchChunked},                                     // 1, 2
+		{"CallerOwnedTxPickedUpPromptly", testCallerOwnedTxPickedUpPromptly},                 // 1
+		{"ProducerOnlyInstanceConsumedElsewhere", testProducerOnlyInstanceConsumedElsewhere}, // 1, 5
+		{"PerPartitionOrder", testPerPartitionOrder},                                         // 2
+		{"OverlappingTransactionsNeverSkipped", testOverlappingTransactionsNeverSkipped},     // 2
+		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
+		{"RejectDeadLetters", testRejectDeadLetters},                                         // 3
+		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                               // 3
+		{"PanicIsRetried", testPanicIsRetried},                                               // 3
+		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},               // 3
+		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                                 // 3
+		{"TransactionalExactlyOnce", testTransactionalExactlyOnce},                           // 3
+		{"TransactionalRejectAndMaxAttempts", testTransactionalRejectAndMaxAttempts},         // 3
+		{"CrashedLeaseIsRedelivered", testCrashedLeaseIsRedelivered},                         // 4
+		{"StopDrainsInFlight", testStopDrainsInFlight},                                       // 4
+		{"ConcurrencyTorture", testConcurrencyTorture},                                       // 1, 2, 3, 5, 7
+		{"BadInputWritesNothing", testBadInputWritesNothing},                                 // 6
+		{"VacuumBoundsStorage", testVacuumBoundsStorage},                                     // 7
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 	}

@@ -264,3 +264,25 @@ func testBadInputWritesNothing(e *Env) {
 	}
 	require.Equal(e.T, before, e.Counts())
 }
+
+// testProducerOnlyInstanceConsumedElsewhere: a producer-only process runs no
+// pipeline; another process sharing the database finds its rows (reconciler
+// scan) and delivers them in order.
+func testProducerOnlyInstanceConsumedElsewhere(e *Env) {
+	producer := e.Start(e.Builder().ProducerOnly().Queue("shared", 2, nil))
+	rec := NewRecorder()
+	consumer := e.Start(recordingQueue(e.Builder(), "shared", 2, rec))
+	var ids []outbox.MessageID
+	for i := range 10 {
+		require.NoError(e.T, producer.Transaction(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
+			id, err := producer.Enqueue(ctx, tx, "shared", outbox.Message{Partition: i % 2, PayloadType: "t"})
+			ids = append(ids, id)
+			return err
+		}))
+	}
+	require.NoError(e.T, consumer.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, []outbox.MessageID{ids[0], ids[2], ids[4], ids[6], ids[8]}, rec.IDs("shared", 0))
+	require.Equal(e.T, []outbox.MessageID{ids[1], ids[3], ids[5], ids[7], ids[9]}, rec.IDs("shared", 1))
+	_, err := e.Builder().ProducerOnly().Queue("shared", 2, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(e.Ctx)
+	require.ErrorIs(e.T, err, seqbox.ErrInvalidConfig, "a producer-only process runs no handlers")
+}
