@@ -52,6 +52,18 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
+	// When the connections already default to READ COMMITTED (DSN parameter
+	// transaction_isolation, or tx_isolation on MariaDB), skip the extra
+	// SET TRANSACTION round trip the driver sends before every BEGIN.
+	variable := "@@transaction_isolation"
+	if mariaDB {
+		variable = "@@tx_isolation"
+	}
+	var isolation string
+	if err := db.NewRaw("SELECT "+variable).Scan(ctx, &isolation); err != nil {
+		return nil, fmt.Errorf("seqbox: read MySQL isolation level: %w", err)
+	}
+	cfg.Flavor = flavor{readCommitted: strings.EqualFold(isolation, "READ-COMMITTED")}
 	// Leave room for the statement text around the hex-encoded values.
 	maxStatement := int(packet) - 64<<10
 	cfg.MaxPayloadBytes, cfg.MaxStatementBytes = maxStatement/2-64<<10, maxStatement
@@ -157,7 +169,10 @@ func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParam
 	return int(n / 2), err
 }
 
-type flavor struct{}
+type flavor struct {
+	// readCommitted: the session default is already READ COMMITTED.
+	readCommitted bool
+}
 
 func (flavor) Name() dialect.Name        { return dialect.MySQL }
 func (flavor) Features() dialect.Feature { return dialect.RowLocks }
@@ -173,8 +188,13 @@ func (flavor) InsertIgnoreTail() string       { return "" }
 
 // READ COMMITTED for every outbox transaction: under REPEATABLE READ gap
 // locks block producers and the sequencers of neighbouring partitions.
-func (flavor) TxOptions() *sql.TxOptions { return &sql.TxOptions{Isolation: sql.LevelReadCommitted} }
-func (flavor) BeginWrite() string        { return "" }
+func (f flavor) TxOptions() *sql.TxOptions {
+	if f.readCommitted {
+		return nil
+	}
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+func (flavor) BeginWrite() string { return "" }
 
 // retryableRE matches go-sql-driver's "Error 1213 (40001): …" without
 // importing the driver: 1213 deadlock, 1205 lock wait timeout, 40001 serialization.
