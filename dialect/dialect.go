@@ -191,8 +191,13 @@ type Dialect interface {
 	// sequenced, unacked rows, no live lease and no retry pending (poller).
 	ProcessorReadyList(ctx context.Context, params *ProcessorReadyListParams) ([]int64, error)
 	// ProcessorLease takes the lease of a partition with work, counting an
-	// attempt. ok is false when the partition is leased, backing off or empty.
-	ProcessorLease(ctx context.Context, params *ProcessorLeaseParams) (state ProcessorState, ok bool, err error)
+	// attempt (a crash leaves a trace), and reads its next batch. Leased is
+	// false when the partition is leased elsewhere, backing off or empty.
+	// The lease commits durably before it returns.
+	ProcessorLease(ctx context.Context, params *ProcessorLeaseParams) (ProcessorLeaseResult, error)
+	// ProcessorAck records a leased batch's outcome atomically (its own
+	// transaction); ErrLeaseLost when the lease moved to another owner.
+	ProcessorAck(ctx context.Context, params *ProcessorUpdateParams) error
 	// ProcessorLock row-locks a partition's processor row inside tx
 	// (transactional mode). ok is false when locked elsewhere or backing off.
 	ProcessorLock(ctx context.Context, tx bun.Tx, partitionID int64) (state ProcessorState, ok bool, err error)
@@ -279,11 +284,20 @@ type ProcessorReadyListParams struct {
 	PartitionIDs []int64
 }
 
-// ProcessorLeaseParams asks for a lease of Duration for Owner.
+// ProcessorLeaseParams asks for a lease of Duration for Owner and the next
+// Limit messages.
 type ProcessorLeaseParams struct {
 	PartitionID int64
 	Owner       string
 	Duration    time.Duration
+	Limit       int
+}
+
+// ProcessorLeaseResult is a taken lease and the batch read under it.
+type ProcessorLeaseResult struct {
+	Leased   bool
+	State    ProcessorState
+	Messages []OutgoingMessage
 }
 
 // ProcessorState is a partition's cursor and head-of-line failure count.

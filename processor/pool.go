@@ -371,18 +371,15 @@ func (t *task) record(o outcome, full bool) bool {
 func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	p := t.pool
 	leaseStart := time.Now()
-	state, ok, err := p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease})
-	if err != nil || !ok {
+	limit := t.batch
+	lease, err := p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease, Limit: limit})
+	if err != nil || !lease.Leased {
 		return false, err // leased elsewhere, backing off, or empty: a poll or notify brings us back
 	}
-	limit := t.batch
+	state, msgs := lease.State, lease.Messages
 	abandoned := t.opts.MaxAttempts > 0 && state.Attempts >= t.opts.MaxAttempts
-	if abandoned {
-		limit = 1 // the head was leased MaxAttempts times and never acked: a crash loop
-	}
-	msgs, err := p.d.OutgoingList(ctx, p.d.DB(), &dialect.OutgoingListParams{PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
-	if err != nil {
-		return false, err
+	if abandoned && len(msgs) > 1 {
+		msgs = msgs[:1] // the head was leased MaxAttempts times and never acked: a crash loop
 	}
 	if len(msgs) == 0 {
 		return false, t.apply(ctx, dialect.ProcessorFailure(t.id, p.cfg.Owner, state.ProcessedSeq, 0, state.Attempts, "", 0, nil))
@@ -407,13 +404,11 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		}
 		return false, err
 	}
-	return t.record(o, len(msgs) == limit), nil
+	return t.record(o, !abandoned && len(msgs) == limit), nil
 }
 
 func (t *task) apply(ctx context.Context, u *dialect.ProcessorUpdateParams) error {
-	return t.pool.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		return t.pool.d.ProcessorUpdate(ctx, tx, u)
-	})
+	return t.pool.d.ProcessorAck(ctx, u)
 }
 
 // errRollback unwinds the transaction after a handler failure.

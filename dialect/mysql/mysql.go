@@ -133,7 +133,15 @@ func (d *Dialect) MariaDB() bool { return d.mariaDB }
 
 // ProcessorLease takes the lease with UPDATE then SELECT: MySQL has no
 // UPDATE … RETURNING. Both run in one READ COMMITTED transaction.
-func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	state, ok, err := d.lease(ctx, p)
+	if err != nil || !ok {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return d.LeaseRead(ctx, p, state)
+}
+
+func (d *Dialect) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	var state dialect.ProcessorState
 	var ok bool
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {

@@ -23,8 +23,8 @@ var migrationFS embed.FS
 // Dialect is the PostgreSQL implementation of dialect.Dialect.
 type Dialect struct {
 	*sqlcore.Core
-	q              pgQueries
-	asyncSequencer bool
+	q     pgQueries
+	async bool
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -39,7 +39,7 @@ func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dialect{Core: core, q: buildQueries(core.Tables()), asyncSequencer: true}
+	d := &Dialect{Core: core, q: buildQueries(core.Tables()), async: true}
 	for _, opt := range opts {
 		opt(d)
 	}
@@ -49,10 +49,11 @@ func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 // Option configures the PostgreSQL dialect.
 type Option func(*Dialect)
 
-// WithSynchronousSequencer makes the sequencer's commits wait for the WAL
-// flush like any other. By default they do not (synchronous_commit off for
-// that statement only), which is safe: see sequenceMoveSQL.
-func WithSynchronousSequencer() Option { return func(d *Dialect) { d.asyncSequencer = false } }
+// WithSynchronousCommits makes the sequencer's moves and the leased acks
+// wait for the WAL flush like any other commit. By default they do not
+// (synchronous_commit off for those statements only), which loses nothing
+// in a crash: see sequenceMoveSQL and ackSQL.
+func WithSynchronousCommits() Option { return func(d *Dialect) { d.async = false } }
 
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
@@ -80,6 +81,8 @@ type pgQueries struct {
 	insertMessages string
 	vacuumDelete   string
 	sequenceMove   string
+	leaseBatch     string
+	ack            string
 }
 
 func buildQueries(t dialect.Tables) pgQueries {
@@ -89,8 +92,107 @@ func buildQueries(t dialect.Tables) pgQueries {
 			"INSERT INTO " + t.Incoming + " (partition_id, body_id) VALUES ?",
 		vacuumDelete: "WITH d AS (DELETE FROM " + t.Outgoing + " WHERE partition_id = ? AND seq > ? AND seq <= ? RETURNING body_id) " +
 			"DELETE FROM " + t.Body + " b USING d WHERE b.id = d.body_id",
-		sequenceMove: strings.NewReplacer("{partitions}", t.Partitions, "{incoming}", t.Incoming, "{outgoing}", t.Outgoing).Replace(sequenceMoveSQL),
+		sequenceMove: tableNames(t).Replace(sequenceMoveSQL),
+		leaseBatch:   tableNames(t).Replace(leaseBatchSQL),
+		ack:          tableNames(t).Replace(ackSQL),
 	}
+}
+
+func tableNames(t dialect.Tables) *strings.Replacer {
+	return strings.NewReplacer("{partitions}", t.Partitions, "{incoming}", t.Incoming, "{outgoing}", t.Outgoing,
+		"{body}", t.Body, "{processor}", t.Processor, "{vacuum_counter}", t.VacuumCounter)
+}
+
+// leaseBatchSQL takes the lease and reads the batch in one round trip. The
+// LEFT JOIN LATERAL keeps one row when the lease is taken but no message
+// is readable yet. It commits durably: the attempt it counts is the trace
+// a crash leaves.
+const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?, locked_until = now() + ? * interval '1 microsecond',
+	attempts = attempts + 1
+	WHERE partition_id = ? AND (locked_until IS NULL OR locked_until < now())
+	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?)
+	RETURNING processed_seq, attempts)
+SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
+FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	WHERE o.partition_id = ? AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?) m ON true
+ORDER BY m.seq`
+
+// ackSQL records a leased batch's outcome in one round trip, guarded by the
+// lease, and bumps the vacuum counter only if the guard held. Its commit
+// does not wait for the WAL flush (sc): an ack lost in a crash means the
+// batch is delivered again, which leased mode allows, and the attempt the
+// durable lease counted still marks it as a redelivery.
+const ackSQL = `WITH sc AS (SELECT set_config('synchronous_commit', ?, true)),
+u AS (UPDATE {processor} SET processed_seq = ?, attempts = ?, last_error = ?,
+	next_attempt_at = CASE WHEN ? > 0 THEN now() + ? * interval '1 microsecond' END,
+	locked_by = NULL, locked_until = NULL
+	WHERE partition_id = ? AND locked_by = ? RETURNING 1),
+v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
+SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM v) AS bumped, (SELECT count(*) FROM sc) AS sc`
+
+type leaseRow struct {
+	ProcessedSeq int64      `bun:"processed_seq"`
+	Attempts     int        `bun:"attempts"`
+	Seq          *int64     `bun:"seq"`
+	BodyID       []byte     `bun:"body_id"`
+	PayloadType  *string    `bun:"payload_type"`
+	Payload      []byte     `bun:"payload"`
+	Headers      *string    `bun:"headers"`
+	CreatedAt    *time.Time `bun:"created_at"`
+}
+
+// ProcessorLease takes the lease and reads the batch in one statement.
+func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	var rows []leaseRow
+	if err := d.Raw(d.DB(), d.q.leaseBatch, p.Owner, p.Duration.Microseconds(), p.PartitionID, p.PartitionID,
+		p.PartitionID, p.Limit).Scan(ctx, &rows); err != nil {
+		return dialect.ProcessorLeaseResult{}, d.Wrap(err)
+	}
+	if len(rows) == 0 {
+		return dialect.ProcessorLeaseResult{}, nil
+	}
+	res := dialect.ProcessorLeaseResult{Leased: true,
+		State: dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts - 1}}
+	for _, r := range rows {
+		if r.Seq == nil {
+			continue
+		}
+		m := dialect.OutgoingMessage{Seq: *r.Seq, PayloadType: *r.PayloadType, Payload: r.Payload, CreatedAt: *r.CreatedAt}
+		copy(m.ID[:], r.BodyID)
+		if r.Headers != nil {
+			m.Headers = []byte(*r.Headers)
+		}
+		res.Messages = append(res.Messages, m)
+	}
+	return res, nil
+}
+
+// ProcessorAck records an outcome in one statement; with dead letters to
+// insert it takes the portable transaction.
+func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	if len(p.DeadLetters) > 0 || p.Owner == "" {
+		return d.Core.ProcessorAck(ctx, p)
+	}
+	syncCommit := "on"
+	if d.async {
+		syncCommit = "off"
+	}
+	var lastErr any
+	if p.LastError != "" {
+		lastErr = p.LastError
+	}
+	retry := p.RetryAfter.Microseconds()
+	var updated, bumped, sc int64
+	if err := d.Raw(d.DB(), d.q.ack, syncCommit, p.ProcessedSeq, p.Attempts, lastErr, retry, retry,
+		p.PartitionID, p.Owner, p.Acked, p.PartitionID, p.Acked).Scan(ctx, &updated, &bumped, &sc); err != nil {
+		return d.Wrap(err)
+	}
+	if updated == 0 {
+		return dialect.ErrLeaseLost
+	}
+	return nil
 }
 
 // sequenceMoveSQL moves one batch of a partition in one statement (one
@@ -120,7 +222,7 @@ SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
 func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	var locked, moved, base, sc int64
 	syncCommit := "on"
-	if d.asyncSequencer {
+	if d.async {
 		syncCommit = "off"
 	}
 	err := d.Raw(d.DB(), d.q.sequenceMove, syncCommit, p.PartitionID, p.PartitionID, p.Limit, p.PartitionID, p.PartitionID).

@@ -529,8 +529,30 @@ type stateRow struct {
 	Attempts     int   `bun:"attempts"`
 }
 
-// ProcessorLease takes a lease with RETURNING (PostgreSQL, SQLite).
-func (c *Core) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+// ProcessorLease takes a lease with RETURNING, then reads the batch.
+func (c *Core) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	state, ok, err := c.lease(ctx, p)
+	if err != nil || !ok {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return c.LeaseRead(ctx, p, state)
+}
+
+// LeaseRead reads the batch of a lease just taken.
+func (c *Core) LeaseRead(ctx context.Context, p *dialect.ProcessorLeaseParams, state dialect.ProcessorState) (dialect.ProcessorLeaseResult, error) {
+	msgs, err := c.OutgoingList(ctx, c.db, &dialect.OutgoingListParams{PartitionID: p.PartitionID, AfterSeq: state.ProcessedSeq, Limit: p.Limit})
+	if err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return dialect.ProcessorLeaseResult{Leased: true, State: state, Messages: msgs}, nil
+}
+
+// ProcessorAck records a leased batch's outcome in its own transaction.
+func (c *Core) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	return c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error { return c.ProcessorUpdate(ctx, tx, p) })
+}
+
+func (c *Core) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	unlock := c.LockWriter()
 	defer unlock()
 	var rows []stateRow
