@@ -267,6 +267,10 @@ type MessageInsertManyParams struct {
 type SequenceMoveParams struct {
 	PartitionID int64
 	Limit       int
+	// Backlog: the previous move of this partition was full, so this one
+	// probably is too. A dialect may pick a shape that pays off only for
+	// large batches.
+	Backlog bool
 }
 
 // SequenceMoveResult tells what one sequencer transaction did.

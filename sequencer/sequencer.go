@@ -140,8 +140,8 @@ func (s *Sequencer) work(ctx context.Context, claim *prioritizer.Claim) {
 	pid := claim.PartitionID()
 	err := lifecycle.Safely(func() error {
 		moved := 0
-		for range s.cfg.MaxInnerIterations {
-			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize})
+		for i := range s.cfg.MaxInnerIterations {
+			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize, Backlog: i > 0})
 			if err != nil {
 				return err
 			}

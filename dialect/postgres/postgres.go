@@ -23,14 +23,13 @@ var migrationFS embed.FS
 // Dialect is the PostgreSQL implementation of dialect.Dialect.
 type Dialect struct {
 	*sqlcore.Core
-	q     pgQueries
-	async bool
+	q pgQueries
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // New returns the dialect for db with tables named prefix+name.
-func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
+func New(db *bun.DB, prefix string) (*Dialect, error) {
 	cfg, err := config(db, prefix)
 	if err != nil {
 		return nil, err
@@ -39,21 +38,8 @@ func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Dialect{Core: core, q: buildQueries(core.Tables()), async: true}
-	for _, opt := range opts {
-		opt(d)
-	}
-	return d, nil
+	return &Dialect{Core: core, q: buildQueries(core.Tables())}, nil
 }
-
-// Option configures the PostgreSQL dialect.
-type Option func(*Dialect)
-
-// WithSynchronousCommits makes the sequencer's moves and the leased acks
-// wait for the WAL flush like any other commit. By default they do not
-// (synchronous_commit off for those statements only), which loses nothing
-// in a crash: see sequenceMoveSQL and ackSQL.
-func WithSynchronousCommits() Option { return func(d *Dialect) { d.async = false } }
 
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
@@ -120,17 +106,13 @@ FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.
 ORDER BY m.seq`
 
 // ackSQL records a leased batch's outcome in one round trip, guarded by the
-// lease, and bumps the vacuum counter only if the guard held. Its commit
-// does not wait for the WAL flush (sc): an ack lost in a crash means the
-// batch is delivered again, which leased mode allows, and the attempt the
-// durable lease counted still marks it as a redelivery.
-const ackSQL = `WITH sc AS (SELECT set_config('synchronous_commit', ?, true)),
-u AS (UPDATE {processor} SET processed_seq = ?, attempts = ?, last_error = ?,
+// lease, and bumps the vacuum counter only if the guard held.
+const ackSQL = `WITH u AS (UPDATE {processor} SET processed_seq = ?, attempts = ?, last_error = ?,
 	next_attempt_at = CASE WHEN ? > 0 THEN now() + ? * interval '1 microsecond' END,
 	locked_by = NULL, locked_until = NULL
 	WHERE partition_id = ? AND locked_by = ? RETURNING 1),
 v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
-SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM v) AS bumped, (SELECT count(*) FROM sc) AS sc`
+SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM v) AS bumped`
 
 type leaseRow struct {
 	ProcessedSeq int64      `bun:"processed_seq"`
@@ -175,18 +157,14 @@ func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdatePa
 	if len(p.DeadLetters) > 0 || p.Owner == "" {
 		return d.Core.ProcessorAck(ctx, p)
 	}
-	syncCommit := "on"
-	if d.async {
-		syncCommit = "off"
-	}
 	var lastErr any
 	if p.LastError != "" {
 		lastErr = p.LastError
 	}
 	retry := p.RetryAfter.Microseconds()
-	var updated, bumped, sc int64
-	if err := d.Raw(d.DB(), d.q.ack, syncCommit, p.ProcessedSeq, p.Attempts, lastErr, retry, retry,
-		p.PartitionID, p.Owner, p.Acked, p.PartitionID, p.Acked).Scan(ctx, &updated, &bumped, &sc); err != nil {
+	var updated, bumped int64
+	if err := d.Raw(d.DB(), d.q.ack, p.ProcessedSeq, p.Attempts, lastErr, retry, retry,
+		p.PartitionID, p.Owner, p.Acked, p.PartitionID, p.Acked).Scan(ctx, &updated, &bumped); err != nil {
 		return d.Wrap(err)
 	}
 	if updated == 0 {
@@ -201,13 +179,10 @@ func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdatePa
 // id = ANY(ARRAY(…)) (index lookups; a join here is planned as a scan of
 // incoming), and rows are numbered by id because DELETE … RETURNING has no
 // order. All CTEs share one snapshot, so the base seq comes from the
-// UPDATE's own RETURNING. An empty batch writes nothing. sc turns off the
-// commit flush for this statement only: a move lost in a crash leaves its
-// rows in incoming to be moved again, and any later durable commit (a
-// lease, an ack, a handler's transaction) flushes it first, so nothing
-// delivered can be lost.
-const sequenceMoveSQL = `WITH sc AS (SELECT set_config('synchronous_commit', ?, true)),
-p AS (SELECT id FROM {partitions} WHERE id = ? FOR NO KEY UPDATE SKIP LOCKED),
+// UPDATE's own RETURNING. An empty batch writes nothing. Used for moves
+// that follow a full one: it drains a backlog faster (measured 74k vs 64k
+// msgs/s), while planning it costs more than it saves on small moves.
+const sequenceMoveSQL = `WITH p AS (SELECT id FROM {partitions} WHERE id = ? FOR NO KEY UPDATE SKIP LOCKED),
 sel AS (SELECT id FROM {incoming} WHERE partition_id = ? AND EXISTS (SELECT 1 FROM p) ORDER BY id LIMIT ?),
 del AS (DELETE FROM {incoming} WHERE id = ANY(ARRAY(SELECT id FROM sel)) RETURNING id, body_id),
 num AS (SELECT body_id, row_number() OVER (ORDER BY id) AS rn FROM del),
@@ -216,17 +191,19 @@ upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n FROM cnt WHERE u
 	RETURNING u.sequence - cnt.n AS base),
 ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
 SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
-	COALESCE((SELECT base FROM upd), 0) AS base, (SELECT count(*) FROM sc) AS sc`
+	COALESCE((SELECT base FROM upd), 0) AS base`
 
 // SequenceMove moves one batch in a single statement; see sequenceMoveSQL.
 func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
-	var locked, moved, base, sc int64
-	syncCommit := "on"
-	if d.async {
-		syncCommit = "off"
+	if !p.Backlog {
+		// Small moves are cheaper as several simple statements: planning the
+		// CTE costs more database CPU than the round trips it saves
+		// (measured end to end on a 2-core host: 11.6k vs 15.3k msgs/s).
+		return d.Core.SequenceMove(ctx, p)
 	}
-	err := d.Raw(d.DB(), d.q.sequenceMove, syncCommit, p.PartitionID, p.PartitionID, p.Limit, p.PartitionID, p.PartitionID).
-		Scan(ctx, &locked, &moved, &base, &sc)
+	var locked, moved, base int64
+	err := d.Raw(d.DB(), d.q.sequenceMove, p.PartitionID, p.PartitionID, p.Limit, p.PartitionID, p.PartitionID).
+		Scan(ctx, &locked, &moved, &base)
 	if err != nil {
 		return dialect.SequenceMoveResult{}, d.Wrap(err)
 	}

@@ -192,15 +192,29 @@ func waitDrained(ctx context.Context, d dialect.Dialect, handled *atomic.Int64, 
 	}
 }
 
-// tableRows counts every seqbox table of d into into["<moment>.<table>"].
+// tableRows counts every seqbox table of d into into["<moment>.<table>"],
+// in one statement so that the counts share one snapshot (vacuum may be
+// deleting while they are taken).
 func tableRows(ctx context.Context, d dialect.Dialect, moment string, into map[string]int64) error {
 	t := d.Tables()
-	for _, name := range t.All() {
-		var n int64
-		if err := d.DB().NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(name)).Scan(ctx, &n); err != nil {
-			return fmt.Errorf("bench: count %s: %w", name, err)
+	names := t.All()
+	var q strings.Builder
+	args := make([]any, len(names))
+	counts := make([]int64, len(names))
+	dest := make([]any, len(names))
+	q.WriteString("SELECT ")
+	for i, name := range names {
+		if i > 0 {
+			q.WriteString(", ")
 		}
-		into[moment+"."+strings.TrimPrefix(name, t.Prefix)] = n
+		q.WriteString("(SELECT COUNT(*) FROM ?)")
+		args[i], dest[i] = bun.Ident(name), &counts[i]
+	}
+	if err := d.DB().NewRaw(q.String(), args...).Scan(ctx, dest...); err != nil {
+		return fmt.Errorf("bench: count rows of %s*: %w", t.Prefix, err)
+	}
+	for i, name := range names {
+		into[moment+"."+strings.TrimPrefix(name, t.Prefix)] = counts[i]
 	}
 	return nil
 }

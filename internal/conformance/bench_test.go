@@ -169,3 +169,54 @@ func BenchmarkEndToEnd(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDrain measures the pipeline on a standing backlog: 50,000
+// messages enqueued by a producer-only process, then delivered to a no-op
+// handler over 16 partitions. One iteration is the whole drain.
+func BenchmarkDrain(b *testing.B) {
+	const backlog = 50000
+	for _, o := range dbtest.All() {
+		b.Run(o.Name, func(b *testing.B) {
+			db := o.Open(b)
+			ctx := context.Background()
+			var total time.Duration
+			for range b.N {
+				prefix := dbtest.Prefix(b)
+				d, err := seqbox.Dialect(ctx, db, prefix)
+				if err != nil {
+					b.Fatal(err)
+				}
+				producer, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).ProducerOnly().Queue("drain", 16, nil).Start(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msgs := make([]outbox.Message, 1000)
+				for i := range msgs {
+					msgs[i] = outbox.Message{Partition: i % 16, PayloadType: "bench.v1", Payload: make([]byte, benchPayload)}
+				}
+				for range backlog / len(msgs) {
+					if _, err := producer.EnqueueBatch(ctx, db, "drain", msgs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				_ = producer.Stop(ctx)
+				var handled atomic.Int64
+				began := time.Now()
+				consumer, err := seqbox.New(db).TablePrefix(prefix).Queue("drain", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+					handled.Add(1)
+					return nil
+				}), processor.BatchSize(500)).Start(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for handled.Load() < backlog {
+					time.Sleep(time.Millisecond)
+				}
+				total += time.Since(began)
+				_ = consumer.Stop(ctx)
+				_ = d.SchemaDrop(ctx)
+			}
+			b.ReportMetric(float64(b.N*backlog)/total.Seconds(), "msgs/s")
+		})
+	}
+}

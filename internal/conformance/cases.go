@@ -13,6 +13,7 @@ func Cases() []Case {
 		{"ProducerOnlyInstanceConsumedElsewhere", testProducerOnlyInstanceConsumedElsewhere}, // 1, 5
 		{"PerPartitionOrder", testPerPartitionOrder},                                         // 2
 		{"OverlappingTransactionsNeverSkipped", testOverlappingTransactionsNeverSkipped},     // 2
+		{"SequenceMoveShapes", testSequenceMoveShapes},                                       // 2
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
 		{"RejectDeadLetters", testRejectDeadLetters},                                         // 3
 		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                               // 3
