@@ -87,8 +87,8 @@ type Config struct {
 	// Defaults to false.
 	ProducerOnly bool
 	Sequencer    sequencer.Config
-	Processor        processor.Config
-	Vacuum           vacuum.Config
+	Processor    processor.Config
+	Vacuum       vacuum.Config
 }
 
 // WithDefaults fills zero fields.

@@ -808,11 +808,6 @@ func valuesOf(n int, row func(gen schema.QueryGen, b []byte, i int) []byte) sche
 	return valuesAppender{n: n, row: row}
 }
 
-// ValuesOf is valuesOf for dialect packages.
-func ValuesOf(n int, row func(gen schema.QueryGen, b []byte, i int) []byte) schema.QueryAppender {
-	return valuesOf(n, row)
-}
-
 type valuesAppender struct {
 	n   int
 	row func(gen schema.QueryGen, b []byte, i int) []byte
