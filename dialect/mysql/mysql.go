@@ -87,11 +87,7 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
 func SchemaStatements(prefix string) ([]string, error) {
-	cfg, err := config(nil, prefix)
-	if err != nil {
-		return nil, err
-	}
-	return sqlcore.Render(cfg.Bootstrap, cfg.Migrations, cfg.Prefix)
+	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
 // config is shared by New and SchemaStatements; New adds the size limits,

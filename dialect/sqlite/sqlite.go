@@ -57,11 +57,7 @@ func New(db *bun.DB, prefix string) (*Dialect, error) {
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
 func SchemaStatements(prefix string) ([]string, error) {
-	cfg, err := config(nil, prefix)
-	if err != nil {
-		return nil, err
-	}
-	return sqlcore.Render(cfg.Bootstrap, cfg.Migrations, cfg.Prefix)
+	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
 // config is shared by New and SchemaStatements, so both validate the prefix

@@ -62,7 +62,9 @@ type Options struct {
 	// Open opens DSN (the caller owns DSN parsing and driver settings).
 	// Required. Run closes the database it returns.
 	Open func(ctx context.Context, dsn string) (*bun.DB, error) `json:"-"`
-	// Scenarios is a subset of AllScenarios; empty means all.
+	// Scenarios is a subset of AllScenarios; empty means all. "baseline"
+	// measures the plain-INSERT figures of the enqueue scenarios selected
+	// with it, or of both when it is selected alone.
 	Scenarios []string `json:"scenarios,omitempty"`
 	// Duration is the length of each timed run. Defaults to 10s.
 	Duration time.Duration `json:"duration_ns"`
@@ -299,7 +301,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	opts.Logger.Info("bench starting", slog.String("database", rep.Database.Name),
 		slog.String("version", rep.Database.Version), slog.Any("scenarios", opts.Scenarios))
 
-	withBaseline := opts.has(ScenarioBaseline)
+	// A baseline goes with the enqueue scenarios asked for, or with both
+	// when it is asked for alone.
+	enqueueAsked := opts.has(ScenarioEnqueueBatch) || opts.has(ScenarioEnqueueSingle)
 	for _, sc := range []struct {
 		name      string
 		batch     int
@@ -308,6 +312,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{ScenarioEnqueueBatch, opts.Batch, opts.producers(1, 4)},
 		{ScenarioEnqueueSingle, 1, opts.producers(1, 8)},
 	} {
+		withBaseline := opts.has(ScenarioBaseline) && (opts.has(sc.name) || !enqueueAsked)
 		if !opts.has(sc.name) && !withBaseline {
 			continue
 		}

@@ -115,6 +115,9 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 	require.NoError(t, back.WriteJSON(&second))
 	assert.JSONEq(t, first.String(), second.String())
 	assert.Equal(t, rep.Results[0].MsgsPerSec, back.Results[0].MsgsPerSec)
+	var fromJSON bytes.Buffer
+	require.NoError(t, back.WriteText(&fromJSON))
+	assert.Equal(t, text.String(), fromJSON.String(), "a report read back from JSON prints the same")
 }
 
 func TestRunSubsetAndNoTablesLeft(t *testing.T) {
@@ -139,6 +142,29 @@ func TestRunSubsetAndNoTablesLeft(t *testing.T) {
 	var n int
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name LIKE 'bench%'").Scan(ctx, &n))
 	assert.Zero(t, n, "every run drops its tables")
+}
+
+func TestRunBaselineFollowsEnqueueScenarios(t *testing.T) {
+	ctx := context.Background()
+	rep, err := Run(ctx, Options{
+		Open: openSQLite, Scenarios: []string{ScenarioEnqueueBatch, ScenarioBaseline}, Producers: 1,
+		Duration: 100 * time.Millisecond, Runs: 1,
+	})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 2)
+	assert.Equal(t, ScenarioEnqueueBatch, rep.Results[0].Scenario)
+	assert.NotNil(t, rep.Results[0].Baseline)
+	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[1].Variant, "no enqueue-single baseline")
+
+	rep, err = Run(ctx, Options{
+		Open: openSQLite, Scenarios: []string{ScenarioBaseline}, Producers: 1, Duration: 100 * time.Millisecond, Runs: 1,
+	})
+	require.NoError(t, err)
+	require.Len(t, rep.Results, 2, "baseline alone: both enqueue shapes")
+	for _, r := range rep.Results {
+		assert.Equal(t, ScenarioBaseline, r.Scenario)
+		assert.Positive(t, r.MsgsPerSec.Median)
+	}
 }
 
 func TestOptionsValidate(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -173,8 +174,12 @@ func fmtBytes(n int64) string {
 	}
 }
 
+// fmtExtra formats an Extra value the same way whether it is the value
+// Run stored or what JSON decoding made of it (float64, []any, map[string]any).
 func fmtExtra(v any) string {
 	switch v := v.(type) {
+	case nil:
+		return "[]" // a nil list encodes as null
 	case Stat:
 		return fmtStat(v)
 	case float64:
@@ -182,12 +187,41 @@ func fmtExtra(v any) string {
 			return fmt.Sprint(int64(v))
 		}
 		return fmt.Sprintf("%.1f", v)
-	case []float64:
-		parts := make([]string, len(v))
-		for i, f := range v {
-			parts[i] = fmt.Sprintf("%.1f", f)
+	case float32, int, int64:
+		return fmt.Sprint(v)
+	case string:
+		return v
+	case bool:
+		return fmt.Sprint(v)
+	case map[string]any:
+		med, ok1 := v["median"].(float64)
+		lo, ok2 := v["min"].(float64)
+		hi, ok3 := v["max"].(float64)
+		if runs, ok4 := v["runs"].([]any); ok1 && ok2 && ok3 && ok4 { // a Stat read back from JSON
+			return fmtStat(Stat{Median: med, Min: lo, Max: hi, Runs: make([]float64, len(runs))})
+		}
+	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Slice, reflect.Array:
+		parts := make([]string, rv.Len())
+		for i := range parts {
+			parts[i] = fmtExtra(rv.Index(i).Interface())
 		}
 		return "[" + strings.Join(parts, " ") + "]"
+	case reflect.Map:
+		keys := make([]string, 0, rv.Len())
+		byKey := map[string]string{}
+		for it := rv.MapRange(); it.Next(); {
+			k := fmt.Sprint(it.Key().Interface())
+			keys = append(keys, k)
+			byKey[k] = fmtExtra(it.Value().Interface())
+		}
+		slices.Sort(keys)
+		for i, k := range keys {
+			keys[i] = k + "=" + byKey[k]
+		}
+		return "{" + strings.Join(keys, " ") + "}"
 	default:
 		return fmt.Sprint(v)
 	}

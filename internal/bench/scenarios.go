@@ -41,12 +41,16 @@ type bencher struct {
 	log      *slog.Logger
 	progress *progress
 	payload  []byte // generated once: the harness must not be the bottleneck
+	server   func(ctx context.Context) serverCounters
 }
 
 func newBencher(db *bun.DB, opts Options) *bencher {
 	payload := make([]byte, opts.Payload)
 	_, _ = rand.Read(payload) // random, so no database can compress it away
-	return &bencher{db: db, opts: opts, log: opts.Logger, progress: newProgress(opts.Progress), payload: payload}
+	return &bencher{
+		db: db, opts: opts, log: opts.Logger, progress: newProgress(opts.Progress), payload: payload,
+		server: func(ctx context.Context) serverCounters { return readServerCounters(ctx, db) },
+	}
 }
 
 // newPrefix names a run's tables, unique so that runs (and other users of
@@ -98,16 +102,21 @@ type run struct {
 	stopped bool
 }
 
-// start migrates fresh tables and starts an outbox on them. On failure it
-// drops what it created; otherwise the caller must call cleanup.
-func (b *bencher) start(ctx context.Context, h *processor.Handler) (*run, error) {
+// start migrates fresh tables and starts an outbox on them (with no
+// background task at all when producerOnly). On failure it drops what it
+// created; otherwise the caller must call cleanup.
+func (b *bencher) start(ctx context.Context, h *processor.Handler, producerOnly bool) (*run, error) {
 	prefix := newPrefix()
 	d, err := seqbox.Dialect(ctx, b.db, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("bench: dialect: %w", err)
 	}
 	r := &run{d: d, prefix: prefix}
-	if r.ob, err = b.builder(prefix, h).Start(ctx); err != nil {
+	bld := b.builder(prefix, h)
+	if producerOnly {
+		bld.ProducerOnly()
+	}
+	if r.ob, err = bld.Start(ctx); err != nil {
 		r.drop(ctx)
 		return nil, fmt.Errorf("bench: start outbox: %w", err)
 	}
@@ -258,38 +267,10 @@ func (b *bencher) runLabel(scenario, variant string, i int) string {
 	return fmt.Sprintf("%s %s run %d/%d", scenario, variant, i+1, b.opts.Runs)
 }
 
-// meter is one run's live message counter and the CPU used during its
-// measurement window (begin/end bracket the window, not the set-up).
-type meter struct {
-	count atomic.Int64
-	start cpuTimes
-	cpu   CPUShare
-	cpuOK bool
-}
-
-func (m *meter) begin() { m.start = readCPU() }
-func (m *meter) end()   { m.cpu, m.cpuOK = readCPU().since(m.start) }
-
-// cpuStats collects CPUShare over runs into two Extra figures.
-type cpuStats struct{ client, machine []float64 }
-
-func (c *cpuStats) add(m *meter) {
-	if m.cpuOK {
-		c.client, c.machine = append(c.client, m.cpu.ClientPct), append(c.machine, m.cpu.MachinePct)
-	}
-}
-
-func (c *cpuStats) put(extra map[string]any) {
-	if len(c.client) > 0 {
-		extra["cpu_client_pct"] = newStat(c.client)
-		extra["cpu_machine_pct"] = newStat(c.machine)
-	}
-}
-
 // timed measures one rate: it runs fn with a live counter, prints the
-// final rate when fn returns and adds the run's CPU use to cpu.
-func (b *bencher) timed(label string, cpu *cpuStats, fn func(m *meter) (float64, error)) (float64, error) {
-	var m meter
+// final rate when fn returns and adds the run's resource use to use.
+func (b *bencher) timed(label string, use *usageStats, fn func(m *meter) (float64, error)) (float64, error) {
+	m := meter{server: b.server}
 	stop := b.progress.live(func(el time.Duration) string {
 		n := m.count.Load()
 		return fmt.Sprintf("%s: %5.1fs  %s msgs  %s msgs/s", label, el.Seconds(), fmtCount(float64(n)), fmtCount(float64(n)/el.Seconds()))
@@ -306,7 +287,7 @@ func (b *bencher) timed(label string, cpu *cpuStats, fn func(m *meter) (float64,
 	b.progress.draw(line, true)
 	b.log.Info("bench run", slog.String("run", label), slog.Float64("msgs_per_sec", rate),
 		slog.Float64("cpu_client_pct", m.cpu.ClientPct), slog.Float64("cpu_machine_pct", m.cpu.MachinePct))
-	cpu.add(&m)
+	use.add(&m)
 	return rate, nil
 }
 
@@ -318,11 +299,11 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
 	var rates, baseRates []float64
 	var seqShare []float64
-	var cpu, baseCPU cpuStats
+	var use, baseUse usageStats
 	for i := range b.opts.Runs {
 		if seqboxOn {
 			var share float64
-			rate, err := b.timed(b.runLabel(scenario, variant, i), &cpu, func(m *meter) (float64, error) {
+			rate, err := b.timed(b.runLabel(scenario, variant, i), &use, func(m *meter) (float64, error) {
 				var err error
 				var rate float64
 				rate, share, err = b.enqueueRun(ctx, producers, batch, m)
@@ -334,7 +315,7 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 			rates, seqShare = append(rates, rate), append(seqShare, share)
 		}
 		if baselineOn {
-			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), &baseCPU, func(m *meter) (float64, error) {
+			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), &baseUse, func(m *meter) (float64, error) {
 				return b.baselineRun(ctx, producers, batch, m)
 			})
 			if err != nil {
@@ -355,23 +336,24 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		if base != nil && base.Median > 0 {
 			r.Ratio = r.MsgsPerSec.Median / base.Median
 		}
-		cpu.put(r.Extra)
+		use.put(r.Extra)
 		out = append(out, r)
 	}
 	if baselineOn {
 		r := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base, Extra: map[string]any{}}
-		baseCPU.put(r.Extra)
+		baseUse.put(r.Extra)
 		out = append(out, r)
 	}
 	return out, nil
 }
 
-// enqueueRun is one timed enqueue run on a producer-only outbox (the
-// sequencer still runs in-process, as it would in an application). It also
+// enqueueRun is one timed enqueue run on an outbox whose queue has no
+// handler: the sequencer still runs in-process, as it would in an
+// application, and competes with the producers for the database. It also
 // returns the share of the enqueued messages sequenced by the end, which
 // shows whether the sequencer kept up.
 func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, m *meter) (rate, sequencedPct float64, err error) {
-	r, err := b.start(ctx, nil)
+	r, err := b.start(ctx, nil, false)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -384,11 +366,11 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, m *meter
 	for p := range steps {
 		steps[p] = b.enqueueStep(r.ob, b.messages(batch), nil)
 	}
-	m.begin()
+	m.begin(ctx)
 	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, &m.count, func(ctx context.Context, p int) (int, error) {
 		return steps[p](ctx)
 	})
-	m.end()
+	m.end(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -433,7 +415,7 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *mete
 		state[p].ids = make([][16]byte, batch)
 		state[p].rows = make([]baseRow, batch)
 	}
-	m.begin()
+	m.begin(ctx)
 	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, &m.count, func(ctx context.Context, p int) (int, error) {
 		st := &state[p]
 		if err := uuidv7.Fill(st.ids, time.Now()); err != nil {
@@ -458,7 +440,7 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *mete
 		}
 		return batch, nil
 	})
-	m.end()
+	m.end(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -545,12 +527,12 @@ func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int6
 	variant := fmt.Sprintf("%d msgs, %d partitions", b.opts.DrainMessages, b.opts.Partitions)
 	var rates, preloadRates []float64
 	var atStart []map[string]int64
-	var cpu cpuStats
+	var use usageStats
 	for i := range b.opts.Runs {
 		label := b.runLabel(ScenarioDrain, variant, i)
 		var preload float64
 		var start map[string]int64
-		rate, err := b.timed(label, &cpu, func(m *meter) (float64, error) {
+		rate, err := b.timed(label, &use, func(m *meter) (float64, error) {
 			var err error
 			var rate float64
 			rate, preload, start, err = b.drainRun(ctx, m, tableRowsInto)
@@ -564,17 +546,18 @@ func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int6
 	res := Result{Scenario: ScenarioDrain, Variant: variant, MsgsPerSec: newStat(rates), Extra: map[string]any{
 		"preload_msgs_per_sec": newStat(preloadRates),
 		"backlog_at_start":     atStart,
-		"note":                 "preloaded by a producer-only outbox whose sequencer already ran; timed from Start of the consuming outbox to an empty backlog",
+		"note":                 "preloaded by a ProducerOnly outbox (nothing sequenced); timed from Start of the consuming outbox to an empty backlog: sequencing and delivery",
 	}}
-	cpu.put(res.Extra)
+	use.put(res.Extra)
 	return res, nil
 }
 
-// drainRun preloads DrainMessages with a producer-only outbox, stops it,
-// then times a consuming outbox from Start until every partition shows
-// nothing unsequenced and nothing unacked.
+// drainRun preloads DrainMessages with a ProducerOnly outbox, so the whole
+// backlog starts unsequenced whatever the database (as after an outage of
+// every consumer), then times a consuming outbox from Start until every
+// partition shows nothing unsequenced and nothing unacked.
 func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
-	r, err := b.start(ctx, nil)
+	r, err := b.start(ctx, nil, true)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -615,7 +598,7 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[stri
 	}
 	atStart = map[string]int64{"incoming": in, "unprocessed": un}
 
-	m.begin()
+	m.begin(ctx)
 	began := time.Now()
 	if err := b.restart(ctx, r, processor.Leased(func(context.Context, processor.Delivery) error {
 		m.count.Add(1)
@@ -624,7 +607,7 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[stri
 		return 0, 0, nil, err
 	}
 	done, err := waitDrained(ctx, r.d, &m.count, total)
-	m.end()
+	m.end(ctx)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -664,7 +647,7 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		tr.delivered(d.ID)
 		handled.Add(1)
 		return nil
-	}))
+	}), false)
 	if err != nil {
 		return res, err
 	}
@@ -705,11 +688,11 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		steps[p] = b.enqueueStep(r.ob, b.messages(batch), tr)
 	}
 	h0 := handled.Load()
-	m.begin()
+	m.begin(ctx)
 	elapsed, err := produce(ctx, producers, b.opts.Duration, pace, &m.count, func(ctx context.Context, p int) (int, error) {
 		return steps[p](ctx)
 	})
-	m.end()
+	m.end(ctx)
 	h1 := handled.Load()
 	stopSampler()
 	if serr := <-samplerDone; serr != nil && err == nil {
@@ -756,12 +739,12 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 // handlers got through during the window.
 func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsInto map[string]int64) (Result, error) {
 	variant := fmt.Sprintf("%d/tx, %s", b.opts.Batch, plural(producers, "producer"))
-	runs, cpu, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
+	runs, use, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
 	if err != nil {
 		return Result{}, err
 	}
 	res := pipelineResult(ScenarioSustained, variant, runs, func(p pipelineRun) float64 { return p.deliveredRate })
-	cpu.put(res.Extra)
+	use.put(res.Extra)
 	res.Extra["enqueued_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.enqueueRate })
 	return res, nil
 }
@@ -770,25 +753,25 @@ func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsI
 func (b *bencher) latencyFigure(ctx context.Context, producers int) (Result, error) {
 	variant := fmt.Sprintf("%d msgs/s offered, 1/tx, %s", b.opts.LatencyRate, plural(producers, "producer"))
 	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
-	runs, cpu, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
+	runs, use, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
 	if err != nil {
 		return Result{}, err
 	}
 	// The rate is what was committed: below the offered rate when
 	// single-message transactions cannot keep the pace.
 	res := pipelineResult(ScenarioLatency, variant, runs, func(p pipelineRun) float64 { return p.enqueueRate })
-	cpu.put(res.Extra)
+	use.put(res.Extra)
 	res.Extra["delivered_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.deliveredRate })
 	return res, nil
 }
 
 func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, producers, batch int, pace time.Duration,
-	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, *cpuStats, error) {
+	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, *usageStats, error) {
 	var runs []pipelineRun
-	var cpu cpuStats
+	var use usageStats
 	for i := range b.opts.Runs {
 		var pr pipelineRun
-		_, err := b.timed(b.runLabel(scenario, variant, i), &cpu, func(m *meter) (float64, error) {
+		_, err := b.timed(b.runLabel(scenario, variant, i), &use, func(m *meter) (float64, error) {
 			var err error
 			pr, err = b.pipelineRun(ctx, producers, batch, pace, m, rowsMoment, tableRowsInto)
 			if scenario == ScenarioSustained {
@@ -801,7 +784,7 @@ func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, 
 		}
 		runs = append(runs, pr)
 	}
-	return runs, &cpu, nil
+	return runs, &use, nil
 }
 
 func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {

@@ -30,3 +30,13 @@ func LoadMigrations(fsys fs.FS) (bootstrap string, migrations []string, err erro
 	}
 	return bootstrap, migrations, nil
 }
+
+// RenderFS renders a dialect's embedded migrations for prefix, without a
+// database (golden files, review).
+func RenderFS(fsys fs.FS, prefix string) ([]string, error) {
+	boot, migs, err := LoadMigrations(fsys)
+	if err != nil {
+		return nil, err
+	}
+	return Render(boot, migs, prefix)
+}
