@@ -41,18 +41,10 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 		b.Run(o.Name, func(b *testing.B) {
 			db := o.Open(b)
 			ctx := context.Background()
-			prefix := dbtest.Prefix(b)
-			d, err := seqbox.Dialect(ctx, db, prefix)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
 			// Producer-only: the write path alone, as the baseline measures it.
-			ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).ProducerOnly().Queue("bench", 16, nil).Start(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = ob.Stop(context.Background()) })
+			ob, prefix, d := benchOutbox(b, db, func(sb *seqbox.Builder) *seqbox.Builder {
+				return sb.ProducerOnly().Queue("bench", 16, nil)
+			})
 			msgs := benchMessages(16)
 
 			b.Run("seqbox", func(b *testing.B) {
@@ -89,6 +81,23 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchOutbox starts an outbox on fresh tables, stopped and dropped at cleanup.
+func benchOutbox(b *testing.B, db *bun.DB, build func(*seqbox.Builder) *seqbox.Builder) (*outbox.Outbox, string, dialect.Dialect) {
+	ctx := context.Background()
+	prefix := dbtest.Prefix(b)
+	d, err := seqbox.Dialect(ctx, db, prefix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
+	ob, err := build(seqbox.New(db).TablePrefix(prefix).Migrate(true)).Start(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = ob.Stop(context.Background()) })
+	return ob, prefix, d
 }
 
 func rowValues(rows []dialect.MessageRow) schema.QueryAppender {
@@ -130,22 +139,13 @@ func BenchmarkEndToEnd(b *testing.B) {
 		b.Run(o.Name, func(b *testing.B) {
 			db := o.Open(b)
 			ctx := context.Background()
-			prefix := dbtest.Prefix(b)
-			d, err := seqbox.Dialect(ctx, db, prefix)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
 			var handled atomic.Int64
-			ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).
-				Queue("e2e", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			ob, _, _ := benchOutbox(b, db, func(sb *seqbox.Builder) *seqbox.Builder {
+				return sb.Queue("e2e", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 					handled.Add(1)
 					return nil
-				})).Start(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = ob.Stop(context.Background()) })
+				}))
+			})
 			msgs := benchMessages(16)
 			start, began := handled.Load(), time.Now()
 			for b.Loop() {
