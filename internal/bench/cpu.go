@@ -17,14 +17,13 @@ type cpuTimes struct {
 	machineOK, ok bool
 }
 
-// CPUShare is where the CPU went during a measurement window, in percent
+// cpuShare is where the CPU went during a measurement window, in percent
 // of all cores: this process (client, seqbox's background tasks and an
 // embedded SQLite) and the whole machine (database server and anything
 // else running). Machine minus client approximates the server's share,
 // and a machine figure near 100 says the box, not the database, was the limit.
-type CPUShare struct {
-	ClientPct  float64 `json:"client_pct"`
-	MachinePct float64 `json:"machine_pct"`
+type cpuShare struct {
+	ClientPct, MachinePct float64
 }
 
 func readCPU() cpuTimes {
@@ -35,12 +34,12 @@ func readCPU() cpuTimes {
 }
 
 // since is the share used between an earlier reading and t.
-func (t cpuTimes) since(start cpuTimes) (CPUShare, bool) {
+func (t cpuTimes) since(start cpuTimes) (cpuShare, bool) {
 	wall := t.at.Sub(start.at)
 	if !t.ok || !start.ok || wall <= 0 {
-		return CPUShare{}, false
+		return cpuShare{}, false
 	}
-	s := CPUShare{ClientPct: 100 * float64(t.process-start.process) / float64(wall) / float64(runtime.NumCPU())}
+	s := cpuShare{ClientPct: 100 * float64(t.process-start.process) / float64(wall) / float64(runtime.NumCPU())}
 	if t.machineOK && start.machineOK && t.total > start.total {
 		s.MachinePct = 100 * float64(t.busy-start.busy) / float64(t.total-start.total)
 	}

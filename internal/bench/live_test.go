@@ -63,6 +63,9 @@ func TestLive(t *testing.T) {
 		if out == "" {
 			out = t.TempDir()
 		}
+		if err := os.MkdirAll(out, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		for ext, write := range map[string]func(f *os.File) error{
 			"txt":  func(f *os.File) error { return rep.WriteText(f) },
 			"json": func(f *os.File) error { return rep.WriteJSON(f) },

@@ -183,9 +183,10 @@ func waitDrained(ctx context.Context, d dialect.Dialect, handled *atomic.Int64, 
 	defer cancel()
 	for {
 		if handled.Load() >= want {
+			at := time.Now() // the query sees the database as of its start
 			in, un, err := backlog(ctx, d)
 			if err == nil && in == 0 && un == 0 {
-				return time.Now(), nil
+				return at, nil
 			}
 			if err != nil && ctx.Err() == nil {
 				return time.Time{}, err
@@ -705,6 +706,7 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 	committed := m.count.Load()
 	res.enqueueRate = float64(committed) / elapsed.Seconds()
 	res.deliveredRate = float64(h1-h0) / elapsed.Seconds()
+	finalAt := time.Now()
 	in, un, err := backlog(ctx, r.d)
 	if err != nil {
 		return res, err
@@ -718,11 +720,14 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 			return res, err
 		}
 	}
-	done, err := waitDrained(ctx, r.d, &handled, committed)
-	if err != nil {
-		return res, err
+	// An empty backlog means every committed message is acked already.
+	done := finalAt
+	if res.backlogFinal > 0 {
+		if done, err = waitDrained(ctx, r.d, &handled, committed); err != nil {
+			return res, err
+		}
 	}
-	res.drainAfter = done.Sub(windowEnd)
+	res.drainAfter = max(done.Sub(windowEnd), 0)
 	if rowsMoment != "" {
 		if err := tableRows(ctx, r.d, rowsMoment+".drained", tableRowsInto); err != nil {
 			return res, err

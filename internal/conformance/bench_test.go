@@ -13,6 +13,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -64,9 +65,15 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 				createBaseline(ctx, b, db, d, table)
 				rows := make([]dialect.MessageRow, len(msgs))
 				b.SetBytes(benchBatch * benchPayload)
+				ids := make([][16]byte, len(rows))
 				for b.Loop() {
+					// The same time-ordered UUIDv7 keys seqbox uses: random keys
+					// would make the baseline pay for scattered index inserts.
+					if err := uuidv7.Fill(ids, time.Now()); err != nil {
+						b.Fatal(err)
+					}
 					for i := range rows {
-						_, _ = rand.Read(rows[i].ID[:])
+						rows[i].ID = ids[i]
 						rows[i].Payload, rows[i].PayloadType = msgs[i].Payload, msgs[i].PayloadType
 					}
 					if err := db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
