@@ -59,6 +59,8 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 	want := []key{
 		{ScenarioEnqueueBatch, "100/tx, 1 producer"}, {ScenarioEnqueueBatch, "100/tx, 4 producers"},
 		{ScenarioEnqueueSingle, "1/tx, 1 producer"}, {ScenarioEnqueueSingle, "1/tx, 8 producers"},
+		{ScenarioEnqueueBatch, "100/tx, 1 producer, write path only"}, {ScenarioEnqueueBatch, "100/tx, 4 producers, write path only"},
+		{ScenarioEnqueueSingle, "1/tx, 1 producer, write path only"}, {ScenarioEnqueueSingle, "1/tx, 8 producers, write path only"},
 		{ScenarioDrain, "2000 msgs, 16 partitions"},
 		{ScenarioSustained, "100/tx, 4 producers"},
 		{ScenarioLatency, "200 msgs/s offered, 1/tx, 4 producers"},
@@ -129,7 +131,8 @@ func TestRunSubsetAndNoTablesLeft(t *testing.T) {
 		Duration: 100 * time.Millisecond, Runs: 2,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 1, "no baseline asked for, one producer count")
+	require.Len(t, rep.Results, 2, "no baseline asked for, one producer count: in-process and write-path-only")
+	require.Equal(t, "1/tx, 2 producers, write path only", rep.Results[1].Variant)
 	r := rep.Results[0]
 	assert.Equal(t, "1/tx, 2 producers", r.Variant)
 	assert.Nil(t, r.Baseline)
@@ -151,10 +154,11 @@ func TestRunBaselineFollowsEnqueueScenarios(t *testing.T) {
 		Duration: 100 * time.Millisecond, Runs: 1,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 2)
+	require.Len(t, rep.Results, 3)
 	assert.Equal(t, ScenarioEnqueueBatch, rep.Results[0].Scenario)
 	assert.NotNil(t, rep.Results[0].Baseline)
-	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[1].Variant, "no enqueue-single baseline")
+	assert.NotNil(t, rep.Results[1].Baseline, "the write-path-only figure has the same baseline")
+	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[2].Variant, "no enqueue-single baseline")
 
 	rep, err = Run(ctx, Options{
 		Open: openSQLite, Scenarios: []string{ScenarioBaseline}, Producers: 1, Duration: 100 * time.Millisecond, Runs: 1,

@@ -298,22 +298,33 @@ func (b *bencher) timed(label string, use *usageStats, fn func(m *meter) (float6
 // baseline, alternating them run by run so both see the same drift.
 func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, baselineOn bool, producers, batch int) ([]Result, error) {
 	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
-	var rates, baseRates []float64
+	var rates, baseRates, writeRates []float64
 	var seqShare []float64
-	var use, baseUse usageStats
+	var use, baseUse, writeUse usageStats
+	writeVariant := variant + ", write path only"
 	for i := range b.opts.Runs {
 		if seqboxOn {
 			var share float64
 			rate, err := b.timed(b.runLabel(scenario, variant, i), &use, func(m *meter) (float64, error) {
 				var err error
 				var rate float64
-				rate, share, err = b.enqueueRun(ctx, producers, batch, m)
+				rate, share, err = b.enqueueRun(ctx, producers, batch, false, m)
 				return rate, err
 			})
 			if err != nil {
 				return nil, err
 			}
 			rates, seqShare = append(rates, rate), append(seqShare, share)
+			// The same enqueue in a producer-only process: the write path
+			// alone (two rows per message), with no sequencer competing.
+			rate, err = b.timed(b.runLabel(scenario, writeVariant, i), &writeUse, func(m *meter) (float64, error) {
+				rate, _, err := b.enqueueRun(ctx, producers, batch, true, m)
+				return rate, err
+			})
+			if err != nil {
+				return nil, err
+			}
+			writeRates = append(writeRates, rate)
 		}
 		if baselineOn {
 			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), &baseUse, func(m *meter) (float64, error) {
@@ -339,6 +350,13 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		}
 		use.put(r.Extra)
 		out = append(out, r)
+		w := Result{Scenario: scenario, Variant: writeVariant, MsgsPerSec: newStat(writeRates), Baseline: base,
+			Extra: map[string]any{"tx_per_sec": newStat(writeRates).Median / float64(batch)}}
+		if base != nil && base.Median > 0 {
+			w.Ratio = w.MsgsPerSec.Median / base.Median
+		}
+		writeUse.put(w.Extra)
+		out = append(out, w)
 	}
 	if baselineOn {
 		r := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base, Extra: map[string]any{}}
@@ -349,12 +367,13 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 }
 
 // enqueueRun is one timed enqueue run on an outbox whose queue has no
-// handler: the sequencer still runs in-process, as it would in an
-// application, and competes with the producers for the database. It also
+// handler: unless producerOnly, the sequencer still runs in-process, as it
+// would in an application, and competes with the producers for the
+// database. It also
 // returns the share of the enqueued messages sequenced by the end, which
 // shows whether the sequencer kept up.
-func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, m *meter) (rate, sequencedPct float64, err error) {
-	r, err := b.start(ctx, nil, false)
+func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producerOnly bool, m *meter) (rate, sequencedPct float64, err error) {
+	r, err := b.start(ctx, nil, producerOnly)
 	if err != nil {
 		return 0, 0, err
 	}

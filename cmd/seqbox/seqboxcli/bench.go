@@ -2,6 +2,7 @@ package seqboxcli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -64,7 +65,7 @@ func runBench(ctx context.Context, s streams, args []string) int {
 	report, err := bench.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox bench: %v\n", err)
-		if strings.Contains(err.Error(), "invalid") {
+		if errors.Is(err, bench.ErrInvalidOptions) {
 			return ExitUsage
 		}
 		return ExitFailure
