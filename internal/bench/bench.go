@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -275,13 +275,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	db, err := opts.Open(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("bench: open %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("bench: open %s: %w", dsnutil.Redact(dsn), err)
 	}
 	defer func() { _ = db.Close() }()
 
 	b := newBencher(db, opts)
 	echo := opts
-	echo.DSN = redact(opts.DSN)
+	echo.DSN = dsnutil.Redact(opts.DSN)
 	rep := &Report{
 		Machine: machineInfo(), Options: echo, StartedAt: started.UTC(),
 		TableRows: map[string]int64{},
@@ -347,20 +347,4 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	opts.Logger.Info("bench done", slog.Duration("took", time.Since(started)))
 	return finish(nil)
-}
-
-// redact hides the password of a DSN in the report.
-func redact(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		if u, err := url.Parse(dsn); err == nil {
-			return u.Redacted()
-		}
-		return "(unparsable URL)"
-	}
-	if at := strings.LastIndex(dsn, "@"); at >= 0 { // native MySQL: user:pass@tcp(…)
-		if user, _, ok := strings.Cut(dsn[:at], ":"); ok {
-			return user + ":xxxxx" + dsn[at:]
-		}
-	}
-	return dsn
 }

@@ -262,7 +262,4 @@ func TestFormatting(t *testing.T) {
 	assert.Equal(t, "1,000,000", fmtCount(1e6))
 	assert.Equal(t, "-1,234", fmtCount(-1234))
 	assert.Equal(t, "5 [4-6]", fmtStat(newStat([]float64{4, 5, 6})))
-	assert.Equal(t, "postgres://postgres:xxxxx@127.0.0.1:5432/test", redact("postgres://postgres:secret@127.0.0.1:5432/test"))
-	assert.Equal(t, "root:xxxxx@tcp(127.0.0.1:3306)/test", redact("root:secret@tcp(127.0.0.1:3306)/test"))
-	assert.Equal(t, "root@tcp(127.0.0.1:3306)/test", redact("root@tcp(127.0.0.1:3306)/test"))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox/dialect/sqlite"
+	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 )
 
 // Drivers ParseDSN reports.
@@ -70,7 +71,7 @@ func ParseDSN(dsn string) (driver, native string, err error) {
 		native, err = sqliteDSN(dsn)
 		return DriverSQLite, native, err
 	default:
-		return "", "", fmt.Errorf("%w %s: want one of\n%s", ErrDSN, redact(dsn), dsnHelp)
+		return "", "", fmt.Errorf("%w %s: want one of\n%s", ErrDSN, dsnutil.Redact(dsn), dsnHelp)
 	}
 }
 
@@ -188,22 +189,6 @@ func appendParams(dsn string, add []string) string {
 	return dsn + sep + strings.Join(add, "&")
 }
 
-// redact hides the password of a DSN for messages.
-func redact(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		if u, err := url.Parse(dsn); err == nil {
-			return u.Redacted()
-		}
-		return "(unparsable URL)"
-	}
-	if at := strings.LastIndex(dsn, "@"); at >= 0 { // native MySQL: user:pass@tcp(…)
-		if user, _, ok := strings.Cut(dsn[:at], ":"); ok {
-			return user + ":xxxxx" + dsn[at:]
-		}
-	}
-	return dsn
-}
-
 // OpenDB opens dsn (see ParseDSN) as a *bun.DB with the dialect and driver
 // settings seqbox expects, and checks that the database answers.
 func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
@@ -225,7 +210,7 @@ func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
 		wrap = func(sqldb *sql.DB) *bun.DB { return bun.NewDB(sqldb, pgdialect.New()) }
 	case DriverMySQL:
 		if sqldb, err = sql.Open("mysql", native); err != nil {
-			return nil, fmt.Errorf("seqbox: open %s: %w", redact(dsn), err)
+			return nil, fmt.Errorf("seqbox: open %s: %w", dsnutil.Redact(dsn), err)
 		}
 		// seqbox stores and compares times in UTC (see DESIGN.md §3).
 		wrap = func(sqldb *sql.DB) *bun.DB {
@@ -233,7 +218,7 @@ func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
 		}
 	case DriverSQLite:
 		if sqldb, err = sql.Open(sqliteshim.ShimName, native); err != nil {
-			return nil, fmt.Errorf("seqbox: open %s: %w", redact(dsn), err)
+			return nil, fmt.Errorf("seqbox: open %s: %w", dsnutil.Redact(dsn), err)
 		}
 		wrap = func(sqldb *sql.DB) *bun.DB { return bun.NewDB(sqldb, sqlitedialect.New()) }
 	}
@@ -245,7 +230,7 @@ func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
 	defer cancel()
 	if err := sqldb.PingContext(pingCtx); err != nil {
 		_ = sqldb.Close()
-		return nil, fmt.Errorf("seqbox: connect to %s: %w", redact(dsn), err)
+		return nil, fmt.Errorf("seqbox: connect to %s: %w", dsnutil.Redact(dsn), err)
 	}
 	return wrap(sqldb), nil
 }

@@ -92,10 +92,6 @@ func TestParseDSNErrors(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "postgres://u:xxxxx@h/db", redact("postgres://u:secret@h/db"))
-	require.Equal(t, "mysql://root@h/db", redact("mysql://root@h/db"))
-	require.Equal(t, "u:xxxxx@tcp(h:3306)/db", redact("u:secret@tcp(h:3306)/db"))
-	require.Equal(t, "sqlite:x.db", redact("sqlite:x.db"))
 	_, _, err := ParseDSN("pgsql://u:secret@h/db")
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "secret")

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seqbox/seqbox"
+	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -166,7 +167,7 @@ func (d *demo) run(ctx context.Context) (code int) {
 		var b [3]byte
 		_, _ = rand.Read(b[:])
 		prefix = "demo" + hex.EncodeToString(b[:]) + "_"
-		where = redact(dsn) + ", tables " + prefix + "*"
+		where = dsnutil.Redact(dsn) + ", tables " + prefix + "*"
 	}
 
 	db, err := OpenDB(ctx, dsn)
@@ -177,7 +178,7 @@ func (d *demo) run(ctx context.Context) (code int) {
 	if c.dsn != "" {
 		defer func() {
 			if c.keep {
-				fmt.Fprintf(d.out, "kept the tables %s* in %s\n", prefix, redact(dsn))
+				fmt.Fprintf(d.out, "kept the tables %s* in %s\n", prefix, dsnutil.Redact(dsn))
 				return
 			}
 			// Runs after an interrupt too, hence its own context.
