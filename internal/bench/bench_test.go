@@ -44,7 +44,9 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	rep, err := Run(ctx, Options{
-		Open: openSQLite, Duration: 300 * time.Millisecond, Runs: 1,
+		// A window long enough that the sustained run delivers something even
+		// under -race on a loaded 2-core machine (its p50 is ~350 ms there).
+		Open: openSQLite, Duration: time.Second, Runs: 1,
 		DrainMessages: 2000, LatencyRate: 200, Progress: &progress,
 	})
 	require.NoError(t, err)
