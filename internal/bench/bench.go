@@ -7,6 +7,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,27 +95,13 @@ func (o Options) withDefaults() Options {
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = AllScenarios()
 	}
-	if o.Duration == 0 {
-		o.Duration = DurationDefault
-	}
-	if o.Partitions == 0 {
-		o.Partitions = PartitionsDefault
-	}
-	if o.Payload == 0 {
-		o.Payload = PayloadDefault
-	}
-	if o.Batch == 0 {
-		o.Batch = BatchDefault
-	}
-	if o.Runs == 0 {
-		o.Runs = RunsDefault
-	}
-	if o.DrainMessages == 0 {
-		o.DrainMessages = DrainMessagesDefault
-	}
-	if o.LatencyRate == 0 {
-		o.LatencyRate = LatencyRateDefault
-	}
+	o.Duration = cmp.Or(o.Duration, DurationDefault)
+	o.Partitions = cmp.Or(o.Partitions, PartitionsDefault)
+	o.Payload = cmp.Or(o.Payload, PayloadDefault)
+	o.Batch = cmp.Or(o.Batch, BatchDefault)
+	o.Runs = cmp.Or(o.Runs, RunsDefault)
+	o.DrainMessages = cmp.Or(o.DrainMessages, DrainMessagesDefault)
+	o.LatencyRate = cmp.Or(o.LatencyRate, LatencyRateDefault)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -614,21 +614,13 @@ func (c *Core) ProcessorUpdate(ctx context.Context, conn bun.IConn, p *dialect.P
 	if p.LastError != "" {
 		lastErr = p.LastError
 	}
-	next := bun.Safe("NULL")
-	var nextArg []any
-	if p.RetryAfter > 0 {
-		next = bun.Safe(c.flavor.NowPlus())
-		nextArg = []any{c.flavor.NowPlusArg(p.RetryAfter)}
-	}
-	// The retry time is rendered first so its '?' is bound before the others.
-	nextSQL := c.db.QueryGen().FormatQuery(string(next), nextArg...)
 	guard, guardArgs := "", []any(nil)
 	if p.Owner != "" {
 		guard, guardArgs = " AND locked_by = ?", []any{p.Owner}
 	}
-	args := append([]any{bun.Ident(c.tables.Processor), p.ProcessedSeq, p.Attempts, lastErr, bun.Safe(nextSQL), p.PartitionID}, guardArgs...)
-	res, err := c.Raw(conn, "UPDATE ? SET processed_seq = ?, attempts = ?, last_error = ?, next_attempt_at = ?, "+
-		"locked_by = NULL, locked_until = NULL WHERE partition_id = ?"+guard, args...).Exec(ctx)
+	retry := p.RetryAfter.Microseconds()
+	args := append([]any{p.ProcessedSeq, p.Attempts, lastErr, retry, c.flavor.NowPlusArg(p.RetryAfter), p.PartitionID}, guardArgs...)
+	res, err := c.Raw(conn, c.q.processorUpdate+guard, args...).Exec(ctx)
 	if err != nil {
 		return c.wrap(err)
 	}

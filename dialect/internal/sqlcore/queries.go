@@ -24,6 +24,7 @@ type queries struct {
 	lockProcessor      string
 	outgoingList       string
 	bumpVacuum         string
+	processorUpdate    string
 	insertDeadLetters  string
 	vacuumCounters     string
 	lockVacuumCounter  string
@@ -73,6 +74,10 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		outgoingList: r.Replace("SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
 			"FROM {outgoing} o JOIN {body} b ON b.id = o.body_id " +
 			"WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?"),
+		// next_attempt_at is set only for a retry (the second '?' > 0).
+		processorUpdate: r.Replace("UPDATE {processor} SET processed_seq = ?, attempts = ?, last_error = ?, " +
+			"next_attempt_at = CASE WHEN ? > 0 THEN {now_plus} END, locked_by = NULL, locked_until = NULL " +
+			"WHERE partition_id = ?"),
 		bumpVacuum: r.Replace("UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ?"),
 		insertDeadLetters: r.Replace("INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
 			"created_at, failed_at, last_error, attempts, status) VALUES ?"),
