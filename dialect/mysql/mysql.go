@@ -186,6 +186,7 @@ func (flavor) Now() string                    { return "UTC_TIMESTAMP(6)" }
 func (flavor) NowPlus() string                { return "TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6))" }
 func (flavor) NowPlusArg(d time.Duration) any { return d.Microseconds() }
 func (flavor) PartitionLock() string          { return " FOR UPDATE SKIP LOCKED" }
+func (flavor) SequencerReadSetup() string     { return "" }
 func (flavor) RowLock() string                { return " FOR UPDATE SKIP LOCKED" }
 func (flavor) InsertIgnore() string           { return "INSERT IGNORE" }
 func (flavor) InsertIgnoreTail() string       { return "" }

@@ -241,8 +241,20 @@ func (flavor) NowPlusArg(d time.Duration) any { return d.Microseconds() }
 
 // FOR NO KEY UPDATE does not conflict with the KEY SHARE a foreign key would
 // take, and is all a non-key UPDATE needs.
-func (flavor) PartitionLock() string     { return " FOR NO KEY UPDATE SKIP LOCKED" }
-func (flavor) RowLock() string           { return " FOR NO KEY UPDATE SKIP LOCKED" }
+func (flavor) PartitionLock() string { return " FOR NO KEY UPDATE SKIP LOCKED" }
+func (flavor) RowLock() string       { return " FOR NO KEY UPDATE SKIP LOCKED" }
+
+// SequencerReadSetup turns bitmap scans off for the rest of the move's
+// transaction (set_config with is_local, evaluated with the lock, costs no
+// round trip). The planner estimates fewer rows per partition than the
+// batch limit and picks a bitmap heap scan plus sort, which visits every
+// deleted-but-not-vacuumed row of the partition on each move; a plain index
+// scan marks those index entries dead once and skips them afterwards
+// (measured on 190k dead rows: 1,717 → 134 buffers, 1.8 → 0.2 ms; under
+// load 4.5 ms per read before).
+func (flavor) SequencerReadSetup() string {
+	return " AND set_config('enable_bitmapscan', 'off', true) = 'off'"
+}
 func (flavor) InsertIgnore() string      { return "INSERT" }
 func (flavor) InsertIgnoreTail() string  { return "ON CONFLICT DO NOTHING" }
 func (flavor) TxOptions() *sql.TxOptions { return nil }

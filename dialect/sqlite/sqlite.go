@@ -91,11 +91,12 @@ func (flavor) NowPlus() string           { return "strftime(" + timeFormat + ", 
 func (flavor) NowPlusArg(d time.Duration) any {
 	return fmt.Sprintf("%+.3f seconds", d.Seconds())
 }
-func (flavor) PartitionLock() string     { return "" }
-func (flavor) RowLock() string           { return "" }
-func (flavor) InsertIgnore() string      { return "INSERT OR IGNORE" }
-func (flavor) InsertIgnoreTail() string  { return "" }
-func (flavor) TxOptions() *sql.TxOptions { return nil }
+func (flavor) PartitionLock() string      { return "" }
+func (flavor) SequencerReadSetup() string { return "" }
+func (flavor) RowLock() string            { return "" }
+func (flavor) InsertIgnore() string       { return "INSERT OR IGNORE" }
+func (flavor) InsertIgnoreTail() string   { return "" }
+func (flavor) TxOptions() *sql.TxOptions  { return nil }
 
 // BeginWrite is a no-op write that takes the write lock first: a deferred
 // transaction that reads and then writes fails with SQLITE_BUSY (no busy

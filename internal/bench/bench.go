@@ -85,6 +85,12 @@ type Options struct {
 	DrainMessages int `json:"drain_messages"`
 	// LatencyRate is the latency scenario's offered rate in msgs/s. Defaults to 1000.
 	LatencyRate int `json:"latency_rate"`
+	// Knob overrides; 0 keeps the library default. They let one window
+	// compare settings (A/B) with the same harness.
+	SequencerWorkers     int `json:"sequencer_workers,omitempty"`
+	SequencerBatch       int `json:"sequencer_batch,omitempty"`
+	ProcessorConcurrency int `json:"processor_concurrency,omitempty"`
+	ProcessorBatch       int `json:"processor_batch,omitempty"`
 	// Progress receives a live progress line redrawn with "\r"; nil for none.
 	Progress io.Writer `json:"-"`
 	// Logger receives the outbox's and the benchmark's log; nil discards it.
@@ -126,6 +132,8 @@ func (o Options) validate() error {
 		return bad("partitions %d: must be %d..%d", o.Partitions, outbox.MinPartitions, outbox.MaxPartitions)
 	case o.Payload < 0 || o.Payload > outbox.MaxPayloadBytesDefault:
 		return bad("payload %d: must be 1..%d bytes", o.Payload, outbox.MaxPayloadBytesDefault)
+	case o.SequencerWorkers < 0 || o.SequencerBatch < 0 || o.ProcessorConcurrency < 0 || o.ProcessorBatch < 0:
+		return bad("knob overrides must be >= 0 (0 keeps the default)")
 	case o.Producers < 0 || o.Producers > 1000:
 		return bad("producers %d: must be 0 (scenario default) or 1..1000", o.Producers)
 	case o.Batch < 1 || o.Batch > 100000:

@@ -64,7 +64,22 @@ func newPrefix() string {
 // builder configures an outbox on prefix with the library defaults; a nil
 // handler makes it producer-only.
 func (b *bencher) builder(prefix string, h *processor.Handler) *seqbox.Builder {
-	return seqbox.New(b.db).TablePrefix(prefix).Migrate(true).Logger(b.log).Queue(queueName, b.opts.Partitions, h)
+	bld := seqbox.New(b.db).TablePrefix(prefix).Migrate(true).Logger(b.log)
+	var q []processor.QueueOption
+	if n := b.opts.ProcessorBatch; n > 0 {
+		q = append(q, processor.BatchSize(n))
+	}
+	bld.Queue(queueName, b.opts.Partitions, h, q...)
+	if n := b.opts.SequencerWorkers; n > 0 {
+		bld.SequencerWorkers(n)
+	}
+	if n := b.opts.SequencerBatch; n > 0 {
+		bld.SequencerBatchSize(n)
+	}
+	if n := b.opts.ProcessorConcurrency; n > 0 {
+		bld.ProcessorConcurrency(n)
+	}
+	return bld
 }
 
 // knobs reports the settings the runs use: the builder's defaults, with the

@@ -33,6 +33,10 @@ type Flavor interface {
 	NowPlusArg(d time.Duration) any
 	// PartitionLock is appended to the sequencer's partition-row SELECT.
 	PartitionLock() string
+	// SequencerReadSetup is appended to the WHERE clause of the partition
+	// lock: a side-effect-only condition that tunes the rest of the
+	// sequencer's transaction (PostgreSQL), or "".
+	SequencerReadSetup() string
 	// RowLock is appended to the transactional processor's row SELECT.
 	RowLock() string
 	// InsertIgnore is the statement head of an insert that skips duplicate keys,
@@ -449,7 +453,7 @@ func toID(b []byte) dialect.MessageID {
 // IncomingPartitionList lists partitions with unsequenced rows.
 func (c *Core) IncomingPartitionList(ctx context.Context) ([]int64, error) {
 	var ids []int64
-	if err := c.raw("SELECT DISTINCT partition_id FROM ?", bun.Ident(c.tables.Incoming)).Scan(ctx, &ids); err != nil {
+	if err := c.raw(c.q.incomingPartitions).Scan(ctx, &ids); err != nil {
 		return nil, c.wrap(err)
 	}
 	return ids, nil

@@ -29,6 +29,7 @@ type queries struct {
 	vacuumCounters     string
 	lockVacuumCounter  string
 	partitionStats     string
+	incomingPartitions string
 }
 
 func buildQueries(t dialect.Tables, f Flavor) queries {
@@ -43,6 +44,7 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		"{now}", f.Now(),
 		"{now_plus}", f.NowPlus(),
 		"{partition_lock}", f.PartitionLock(),
+		"{read_setup}", f.SequencerReadSetup(),
 		"{row_lock}", f.RowLock(),
 	)
 	return queries{
@@ -52,7 +54,7 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		pendingMessages: r.Replace("SELECT b.id FROM {body} b LEFT JOIN {outgoing} o ON o.body_id = b.id " +
 			"LEFT JOIN {processor} p ON p.partition_id = o.partition_id " +
 			"WHERE b.id IN (?) AND (o.seq IS NULL OR o.seq > p.processed_seq)"),
-		lockPartition:  r.Replace("SELECT sequence FROM {partitions} WHERE id = ?{partition_lock}"),
+		lockPartition:  r.Replace("SELECT sequence FROM {partitions} WHERE id = ?{read_setup}{partition_lock}"),
 		selectIncoming: r.Replace("SELECT id, body_id FROM {incoming} WHERE partition_id = ? ORDER BY id LIMIT ?"),
 		setSequence:    r.Replace("UPDATE {partitions} SET sequence = ? WHERE id = ?"),
 		insertOutgoing: r.Replace("INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?"),
@@ -84,10 +86,16 @@ func buildQueries(t dialect.Tables, f Flavor) queries {
 		lockVacuumCounter: r.Replace("SELECT counter FROM {vacuum_counter} WHERE partition_id = ?{row_lock}"),
 		vacuumCounters: r.Replace("SELECT v.partition_id, v.counter, p.processed_seq FROM {vacuum_counter} v " +
 			"JOIN {processor} p ON p.partition_id = v.partition_id WHERE v.counter > 0"),
+		// One index probe per partition: DISTINCT over incoming reads the
+		// whole backlog, and on PostgreSQL every dead row not yet vacuumed.
+		incomingPartitions: r.Replace("SELECT pa.id FROM {partitions} pa WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id)"),
 		partitionStats: r.Replace("SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts, " +
 			"pr.last_error, pr.locked_until, pr.next_attempt_at, " +
 			"(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id) AS incoming, " +
-			"(SELECT MIN(b.created_at) FROM {incoming} i JOIN {body} b ON b.id = i.body_id WHERE i.partition_id = pa.id) AS oldest_incoming " +
+			// The head of the line, found through the index: MIN(created_at)
+			// over the join read every row of a backlog (0.5 s per call measured
+			// on PostgreSQL under load, dead tuples included).
+			"(SELECT b.created_at FROM {incoming} i JOIN {body} b ON b.id = i.body_id WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming " +
 			"FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no"),
 	}
 }
