@@ -232,14 +232,4 @@ func (flavor) DeleteIncoming() string {
 	return "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id"
 }
 
-func (flavor) IDList(ids []int64) any {
-	b := make([]byte, 0, 8*len(ids)+2)
-	b = append(b, '[')
-	for i, id := range ids {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, id, 10)
-	}
-	return string(append(b, ']'))
-}
+func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '[', ']') }

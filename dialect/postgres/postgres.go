@@ -293,7 +293,11 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 	}, nil
 }
 
-// DeleteIncoming deletes by an id list: MVCC readers never wait on rows of
-// open producers here.
-func (flavor) DeleteIncoming() string { return "DELETE FROM {incoming} WHERE id IN (?)" }
-func (flavor) IDList(ids []int64) any { return bun.List(ids) }
+// DeleteIncoming joins the ids, one array value, to incoming: a nested loop
+// of primary-key lookups whatever the planner settings. "id IN (…1000
+// literals…)" took 1 ms to plan, and became a sequential scan (16 ms) in
+// the move's transaction, where bitmap scans are off.
+func (flavor) DeleteIncoming() string {
+	return "DELETE FROM {incoming} i USING unnest(CAST(? AS bigint[])) u(id) WHERE i.id = u.id"
+}
+func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '{', '}') }

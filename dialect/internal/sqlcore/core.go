@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -412,6 +413,21 @@ func IncomingValues(rows []dialect.MessageRow) schema.QueryAppender {
 	return valuesOf(len(rows), func(gen schema.QueryGen, b []byte, i int) []byte {
 		return gen.AppendQuery(b, "(?, ?)", rows[i].PartitionID, rows[i].ID[:])
 	})
+}
+
+// IDArray renders ids as one text value between open and close ("[1,2]"
+// for JSON, "{1,2}" for a PostgreSQL array): one bound value instead of a
+// literal per id.
+func IDArray(ids []int64, open, close byte) string {
+	b := make([]byte, 0, 8*len(ids)+2)
+	b = append(b, open)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, close))
 }
 
 // headersArg stores headers as JSON text, or NULL.
