@@ -198,6 +198,11 @@ type Dialect interface {
 	// ProcessorAck records a leased batch's outcome atomically (its own
 	// transaction); ErrLeaseLost when the lease moved to another owner.
 	ProcessorAck(ctx context.Context, params *ProcessorUpdateParams) error
+	// ProcessorAckLease is ProcessorAck of a clean advance (no failure, no
+	// dead letter) followed, in the same transaction, by ProcessorLease of
+	// next: one commit instead of two while a partition has work. When the
+	// partition has no more work the lease is released and Leased is false.
+	ProcessorAckLease(ctx context.Context, ack *ProcessorUpdateParams, next *ProcessorLeaseParams) (ProcessorLeaseResult, error)
 	// ProcessorLock row-locks a partition's processor row inside tx
 	// (transactional mode). ok is false when locked elsewhere or backing off.
 	ProcessorLock(ctx context.Context, tx bun.Tx, partitionID int64) (state ProcessorState, ok bool, err error)

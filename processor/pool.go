@@ -190,6 +190,16 @@ type task struct {
 	batch     int // current batch size: 1 after a failure, doubling back
 	dbErrors  int
 	retryWait time.Duration
+
+	// pending is a lease taken by the last ack (ProcessorAckLease) with its
+	// batch already read; the next step works it instead of leasing.
+	pending *pendingLease
+}
+
+type pendingLease struct {
+	lease dialect.ProcessorLeaseResult
+	at    time.Time // when it was requested: the lease runs from here
+	limit int
 }
 
 func (t *task) notify() {
@@ -200,6 +210,7 @@ func (t *task) notify() {
 }
 
 func (t *task) run(ctx, waitCtx context.Context) {
+	defer t.releasePending(ctx)
 	var timer *time.Timer
 	var timerC <-chan time.Time
 	for {
@@ -366,15 +377,37 @@ func (t *task) record(o outcome, full bool) bool {
 	return full || o.dead > 0
 }
 
+// releasePending gives back a lease taken by the last ack but not worked
+// (the pool is stopping), restoring the head's attempt count.
+func (t *task) releasePending(ctx context.Context) {
+	if t.pending == nil {
+		return
+	}
+	state := t.pending.lease.State
+	t.pending = nil
+	err := t.apply(ctx, dialect.ProcessorFailure(t.id, t.pool.cfg.Owner, state.ProcessedSeq, 0, state.Attempts, "", 0, nil))
+	if err != nil && ctx.Err() == nil {
+		t.pool.log.Warn("release unused lease failed; it expires by itself", slog.String("queue", t.queue),
+			slog.Int("partition", t.partition), slog.Any("error", err))
+	}
+}
+
 // stepLeased: lease (attempts counted now, so a crash leaves a trace), read,
 // run the handler outside any transaction, then ack guarded by the lease.
+// A clean ack takes the next lease in the same transaction.
 func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	p := t.pool
-	leaseStart := time.Now()
-	limit := t.batch
-	lease, err := p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease, Limit: limit})
-	if err != nil || !lease.Leased {
-		return false, err // leased elsewhere, backing off, or empty: a poll or notify brings us back
+	leaseStart, limit := time.Now(), t.batch
+	var lease dialect.ProcessorLeaseResult
+	if pl := t.pending; pl != nil {
+		t.pending = nil
+		lease, leaseStart, limit = pl.lease, pl.at, pl.limit
+	} else {
+		var err error
+		lease, err = p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease, Limit: limit})
+		if err != nil || !lease.Leased {
+			return false, err // leased elsewhere, backing off, or empty: a poll or notify brings us back
+		}
 	}
 	state, msgs := lease.State, lease.Messages
 	abandoned := t.opts.MaxAttempts > 0 && state.Attempts >= t.opts.MaxAttempts
@@ -395,6 +428,9 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		cancel()
 		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
 	}
+	if !abandoned && !o.failed && o.failure == nil && o.dead == 0 {
+		return t.ackAndLease(ctx, o, len(msgs) == limit)
+	}
 	if err := t.apply(ctx, o.update); err != nil {
 		if errors.Is(err, dialect.ErrLeaseLost) {
 			// The lease expired and another process took the partition; it
@@ -405,6 +441,29 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return t.record(o, !abandoned && len(msgs) == limit), nil
+}
+
+// ackAndLease acks a clean batch and, while the partition has more work,
+// keeps the lease and reads the next batch in the same transaction.
+func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, error) {
+	p := t.pool
+	next := &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease,
+		Limit: min(t.batch*2, t.opts.BatchSize)} // the size record sets after a success
+	at := time.Now()
+	lease, err := p.d.ProcessorAckLease(ctx, o.update, next)
+	if err != nil {
+		if errors.Is(err, dialect.ErrLeaseLost) {
+			p.log.Warn("lease lost before ack", slog.String("queue", t.queue), slog.Int("partition", t.partition))
+			return false, nil
+		}
+		return false, err
+	}
+	t.record(o, full)
+	if lease.Leased {
+		t.pending = &pendingLease{lease: lease, at: at, limit: next.Limit}
+		return true, nil
+	}
+	return false, nil // nothing sequenced past this ack: a notify brings us back
 }
 
 func (t *task) apply(ctx context.Context, u *dialect.ProcessorUpdateParams) error {

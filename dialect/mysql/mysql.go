@@ -141,21 +141,35 @@ func (d *Dialect) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (d
 	var state dialect.ProcessorState
 	var ok bool
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		res, err := d.Raw(tx, d.LeaseSQL(), p.Owner, flavor{}.NowPlusArg(p.Duration), p.PartitionID, p.PartitionID).Exec(ctx)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return err
-		}
-		var attempts int
-		if err := d.Raw(tx, d.readState, p.PartitionID, p.Owner).Scan(ctx, &state.ProcessedSeq, &attempts); err != nil {
-			return err
-		}
-		state.Attempts, ok = attempts-1, true
-		return nil
+		var err error
+		state, ok, err = d.leaseOn(ctx, tx, p)
+		return err
 	})
 	return state, ok, err
+}
+
+// leaseOn takes the lease inside tx: the guarded UPDATE, then a read of
+// the row it updated (no RETURNING on MySQL).
+func (d *Dialect) leaseOn(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+	res, err := d.Raw(tx, d.LeaseSQL(), p.Owner, flavor{}.NowPlusArg(p.Duration), p.PartitionID, p.PartitionID).Exec(ctx)
+	if err != nil {
+		return dialect.ProcessorState{}, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return dialect.ProcessorState{}, false, err
+	}
+	var state dialect.ProcessorState
+	var attempts int
+	if err := d.Raw(tx, d.readState, p.PartitionID, p.Owner).Scan(ctx, &state.ProcessedSeq, &attempts); err != nil {
+		return dialect.ProcessorState{}, false, err
+	}
+	state.Attempts = attempts - 1
+	return state, true, nil
+}
+
+// ProcessorAckLease acks and re-leases in one transaction.
+func (d *Dialect) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	return d.AckLease(ctx, ack, next, d.leaseOn)
 }
 
 // VacuumDelete deletes a seq range of outgoing rows and their bodies in one statement.

@@ -65,6 +65,7 @@ type pgQueries struct {
 	sequenceMove   string
 	leaseBatch     string
 	ack            string
+	ackLease       string
 }
 
 func buildQueries(t dialect.Tables) pgQueries {
@@ -77,6 +78,7 @@ func buildQueries(t dialect.Tables) pgQueries {
 		sequenceMove: tableNames(t).Replace(sequenceMoveSQL),
 		leaseBatch:   tableNames(t).Replace(leaseBatchSQL),
 		ack:          tableNames(t).Replace(ackSQL),
+		ackLease:     tableNames(t).Replace(ackLeaseSQL),
 	}
 }
 
@@ -110,7 +112,27 @@ const ackSQL = `WITH u AS (UPDATE {processor} SET processed_seq = ?, attempts = 
 v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
 SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM v) AS bumped`
 
+// ackLeaseSQL is ackSQL for a clean advance and leaseBatchSQL in one
+// statement: it keeps the lease (attempts = 1: the next batch's delivery is
+// counted now) when the partition has more sequenced rows, and releases it
+// otherwise. The vacuum counter moves only if the ack's guard held.
+const ackLeaseSQL = `WITH s AS (SELECT sequence FROM {partitions} WHERE id = ?),
+u AS (UPDATE {processor} SET processed_seq = ?,
+	attempts = CASE WHEN ? < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
+	last_error = NULL, next_attempt_at = NULL,
+	locked_by = CASE WHEN ? < (SELECT sequence FROM s) THEN locked_by END,
+	locked_until = CASE WHEN ? < (SELECT sequence FROM s) THEN now() + ? * interval '1 microsecond' END
+	WHERE partition_id = ? AND locked_by = ?
+	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased),
+v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
+SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
+FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	WHERE o.partition_id = ? AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?) m ON true
+ORDER BY m.seq`
+
 type leaseRow struct {
+	Leased       *bool      `bun:"leased"` // ackLeaseSQL only
 	ProcessedSeq int64      `bun:"processed_seq"`
 	Attempts     int        `bun:"attempts"`
 	Seq          *int64     `bun:"seq"`
@@ -131,6 +153,33 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 	if len(rows) == 0 {
 		return dialect.ProcessorLeaseResult{}, nil
 	}
+	return leaseResult(rows), nil
+}
+
+// ProcessorAckLease acks a clean advance and re-leases in one statement;
+// anything else (failures, dead letters) takes the portable transaction.
+func (d *Dialect) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	if ack.Owner == "" || ack.Owner != next.Owner || ack.PartitionID != next.PartitionID || ack.Attempts != 0 ||
+		ack.LastError != "" || ack.RetryAfter != 0 || len(ack.DeadLetters) > 0 {
+		return d.Core.ProcessorAckLease(ctx, ack, next)
+	}
+	seq, pid := ack.ProcessedSeq, ack.PartitionID
+	var rows []leaseRow
+	if err := d.Raw(d.DB(), d.q.ackLease, pid, seq, seq, seq, seq, next.Duration.Microseconds(), pid, ack.Owner,
+		ack.Acked, pid, ack.Acked, pid, next.Limit).Scan(ctx, &rows); err != nil {
+		return dialect.ProcessorLeaseResult{}, d.Wrap(err)
+	}
+	if len(rows) == 0 {
+		return dialect.ProcessorLeaseResult{}, dialect.ErrLeaseLost
+	}
+	if rows[0].Leased == nil || !*rows[0].Leased {
+		return dialect.ProcessorLeaseResult{}, nil
+	}
+	return leaseResult(rows), nil
+}
+
+// leaseResult converts the rows of a lease statement.
+func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 	res := dialect.ProcessorLeaseResult{Leased: true,
 		State: dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts - 1}}
 	for _, r := range rows {
@@ -144,7 +193,7 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 		}
 		res.Messages = append(res.Messages, m)
 	}
-	return res, nil
+	return res
 }
 
 // ProcessorAck records an outcome in one statement; with dead letters to

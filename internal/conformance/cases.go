@@ -24,6 +24,7 @@ func Cases() []Case {
 		{"TransactionalRejectAndMaxAttempts", testTransactionalRejectAndMaxAttempts},         // 3
 		{"CrashedLeaseIsRedelivered", testCrashedLeaseIsRedelivered},                         // 4
 		{"StopDrainsInFlight", testStopDrainsInFlight},                                       // 4
+		{"StopReleasesLeases", testStopReleasesLeases},                                       // 4, 5
 		{"ConcurrencyTorture", testConcurrencyTorture},                                       // 1, 2, 3, 5, 7
 		{"BadInputWritesNothing", testBadInputWritesNothing},                                 // 6
 		{"VacuumBoundsStorage", testVacuumBoundsStorage},                                     // 7

@@ -368,3 +368,43 @@ func testStopDrainsInFlight(e *Env) {
 	require.ErrorIs(e.T, err, outbox.ErrStopped)
 	require.NoError(e.T, ob.Stop(ctx), "Stop is idempotent")
 }
+
+// testStopReleasesLeases: a clean ack takes the partition's next lease in
+// the same transaction; a graceful Stop must give such a lease back with
+// the head's attempt count restored, so another instance continues at once
+// (not after the lease expires) and sees no phantom failed delivery.
+func testStopReleasesLeases(e *Env) {
+	const total = 40
+	lease := processor.Lease(time.Hour, time.Minute)
+	var delivered atomic.Int64
+	a := e.Start(e.Builder().InstanceID("instance-a").Queue("handover", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		delivered.Add(1)
+		time.Sleep(5 * time.Millisecond)
+		return nil
+	}), lease, processor.BatchSize(1)))
+	msgs := make([]outbox.Message, total)
+	for i := range msgs {
+		msgs[i] = outbox.Message{PayloadType: "t", Payload: []byte{byte(i)}}
+	}
+	ids, err := a.EnqueueBatch(e.Ctx, e.DB, "handover", msgs)
+	require.NoError(e.T, err)
+	e.Eventually("a few deliveries", func() bool { return delivered.Load() >= 5 })
+	ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(e.T, a.Stop(ctx))
+
+	var row struct {
+		LockedBy *string `bun:"locked_by"`
+		Attempts int     `bun:"attempts"`
+	}
+	require.NoError(e.T, e.DB.NewRaw("SELECT locked_by, attempts FROM ?", bun.Ident(e.Prefix+"processor")).Scan(e.Ctx, &row))
+	require.Nil(e.T, row.LockedBy, "a graceful stop leaves no lease behind")
+	require.Zero(e.T, row.Attempts, "and counts no attempt for a batch it never delivered")
+
+	rec := NewRecorder()
+	b := e.Start(recordingQueue(e.Builder().InstanceID("instance-b"), "handover", 1, rec, lease))
+	waitCtx, cancelWait := context.WithTimeout(e.Ctx, 30*time.Second) // far below the one-hour lease
+	defer cancelWait()
+	require.NoError(e.T, b.WaitProcessed(waitCtx, ids...))
+	require.Equal(e.T, total, int(delivered.Load())+rec.Len(), "every message exactly once across the handover")
+}

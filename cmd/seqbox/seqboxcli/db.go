@@ -232,7 +232,56 @@ func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
 		_ = sqldb.Close()
 		return nil, fmt.Errorf("seqbox: connect to %s: %w", dsnutil.Redact(dsn), err)
 	}
+	if driver == DriverMySQL {
+		if sqldb, err = mysqlReadCommitted(pingCtx, sqldb, native); err != nil {
+			return nil, fmt.Errorf("seqbox: connect to %s: %w", dsnutil.Redact(dsn), err)
+		}
+		sqldb.SetMaxOpenConns(maxConns)
+		sqldb.SetMaxIdleConns(maxConns)
+	}
 	return wrap(sqldb), nil
+}
+
+// mysqlReadCommitted reopens db with READ COMMITTED as the session default
+// unless the DSN already chooses an isolation: seqbox then skips a SET
+// TRANSACTION round trip per transaction (README, Operations). The variable
+// is transaction_isolation on MySQL 8 and MariaDB 11.1+, tx_isolation on
+// older MariaDB, where the other one fails the connection.
+func mysqlReadCommitted(ctx context.Context, db *sql.DB, native string) (_ *sql.DB, err error) {
+	defer func() {
+		if err != nil {
+			_ = db.Close()
+		}
+	}()
+	cfg, err := mysql.ParseDSN(native)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := cfg.Params["transaction_isolation"]; ok {
+		return db, nil
+	}
+	if _, ok := cfg.Params["tx_isolation"]; ok {
+		return db, nil
+	}
+	variable := "transaction_isolation"
+	var level string
+	if err := db.QueryRowContext(ctx, "SELECT @@transaction_isolation").Scan(&level); err != nil {
+		variable = "tx_isolation"
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params[variable] = "'READ-COMMITTED'"
+	next, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	if err := next.PingContext(ctx); err != nil {
+		_ = next.Close()
+		return nil, err
+	}
+	_ = db.Close()
+	return next, nil
 }
 
 // pgConnector turns pgdriver's panic on a DSN it rejects (e.g. an unknown

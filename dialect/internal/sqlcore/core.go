@@ -575,8 +575,13 @@ func (c *Core) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParam
 func (c *Core) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	unlock := c.LockWriter()
 	defer unlock()
+	return c.leaseOn(ctx, c.db, p)
+}
+
+// leaseOn takes the lease on conn with UPDATE … RETURNING.
+func (c *Core) leaseOn(ctx context.Context, conn bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	var rows []stateRow
-	err := c.raw(c.q.lease+" RETURNING processed_seq, attempts",
+	err := c.Raw(conn, c.q.lease+" RETURNING processed_seq, attempts",
 		p.Owner, c.flavor.NowPlusArg(p.Duration), p.PartitionID, p.PartitionID).Scan(ctx, &rows)
 	if err != nil {
 		return dialect.ProcessorState{}, false, c.wrap(err)
@@ -585,6 +590,43 @@ func (c *Core) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dial
 		return dialect.ProcessorState{}, false, nil
 	}
 	return dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts - 1}, true, nil
+}
+
+// LeaseFunc takes a lease inside a transaction (the dialect's own shape).
+type LeaseFunc func(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error)
+
+// ProcessorAckLease acks and re-leases in one transaction; see dialect.Dialect.
+func (c *Core) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	return c.AckLease(ctx, ack, next, func(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+		return c.leaseOn(ctx, tx, p)
+	})
+}
+
+// AckLease is ProcessorAckLease with the dialect's lease statement.
+func (c *Core) AckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams, lease LeaseFunc) (dialect.ProcessorLeaseResult, error) {
+	var res dialect.ProcessorLeaseResult
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res = dialect.ProcessorLeaseResult{}
+		// The ack released the lease; the lease statement takes it again
+		// under its usual conditions (work waiting, no backoff).
+		if err := c.ProcessorUpdate(ctx, tx, ack); err != nil {
+			return err
+		}
+		state, ok, err := lease(ctx, tx, next)
+		if err != nil || !ok {
+			return err
+		}
+		msgs, err := c.OutgoingList(ctx, tx, &dialect.OutgoingListParams{PartitionID: next.PartitionID, AfterSeq: state.ProcessedSeq, Limit: next.Limit})
+		if err != nil {
+			return err
+		}
+		res = dialect.ProcessorLeaseResult{Leased: true, State: state, Messages: msgs}
+		return nil
+	})
+	if err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return res, nil
 }
 
 // LeaseSQL is the guarded lease UPDATE without RETURNING (for MySQL).
