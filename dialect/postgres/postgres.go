@@ -270,14 +270,25 @@ func (d *Dialect) MessageInsertMany(ctx context.Context, conn bun.IConn, p *dial
 	return d.Wrap(err)
 }
 
-// VacuumDelete deletes a seq range of outgoing rows and their bodies in one statement.
+// VacuumDelete deletes a seq range of outgoing rows and their bodies in one
+// statement, planned with nested loops only: the planner otherwise joins
+// the deleted ids to body by hashing a sequential scan of the whole body
+// table, backlog and dead rows included (measured on a 200k-row body: 68-120
+// ms per 3,000-row chunk with the hash join, 17 ms with primary-key probes).
 func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
-	res, err := d.Raw(d.DB(), d.q.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
-	if err != nil {
-		return 0, d.Wrap(err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	var n int64
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := d.Raw(tx, "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)").Exec(ctx); err != nil {
+			return err
+		}
+		res, err := d.Raw(tx, d.q.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), d.Wrap(err)
 }
 
 type flavor struct{}
