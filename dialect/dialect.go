@@ -407,7 +407,8 @@ type PartitionStats struct {
 	ProcessedSeq int64
 	Attempts     int
 	LastError    string
-	// OldestIncoming is when the oldest unsequenced message was enqueued.
+	// OldestIncoming is when the first unsequenced message in line (lowest
+	// incoming id) was enqueued.
 	OldestIncoming time.Time
 	LockedUntil    time.Time
 	NextAttemptAt  time.Time

@@ -551,7 +551,9 @@ type PartitionStats struct {
 	Unprocessed int64
 	// ProcessedSeq is the cursor; Sequence the last seq handed out.
 	ProcessedSeq, Sequence int64
-	// OldestIncoming is when the oldest unsequenced message was enqueued.
+	// OldestIncoming is when the first unsequenced message in line (the
+	// lowest incoming id) was enqueued, by the database clock; zero when
+	// Incoming is 0.
 	OldestIncoming time.Time
 	// Attempts and LastError describe a failing head message.
 	Attempts      int

@@ -28,6 +28,7 @@ func Cases() []Case {
 		{"ConcurrencyTorture", testConcurrencyTorture},                                       // 1, 2, 3, 5, 7
 		{"BadInputWritesNothing", testBadInputWritesNothing},                                 // 6
 		{"VacuumBoundsStorage", testVacuumBoundsStorage},                                     // 7
+		{"StatsReportsBacklog", testStatsReportsBacklog},
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 	}

@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -54,4 +55,42 @@ func testVacuumBoundsStorage(e *Env) {
 	n, err := ob.Sweep(e.Ctx)
 	require.NoError(e.T, err)
 	require.Zero(e.T, n)
+}
+
+// testStatsReportsBacklog: Stats shows what waits in each stage, read from
+// the database: unsequenced messages in a producer-only process, then the
+// sequenced-but-unacked ones, then nothing once a consumer has caught up.
+func testStatsReportsBacklog(e *Env) {
+	before := time.Now().Add(-time.Minute) // database and test clocks may differ a little
+	producer := e.Start(e.Builder().ProducerOnly().Queue("stats", 2, nil))
+	var ids []outbox.MessageID
+	for i := range 5 {
+		id := enqueueOne(e, producer, "stats", outbox.Message{PayloadType: "t", Partition: i % 2})
+		ids = append(ids, id)
+	}
+	st, err := producer.Stats(e.Ctx)
+	require.NoError(e.T, err)
+	require.Len(e.T, st.Partitions, 2)
+	for i, p := range st.Partitions {
+		require.Equal(e.T, "stats", p.Queue)
+		require.Equal(e.T, i, p.Partition)
+		require.Equal(e.T, int64(3-i), p.Incoming, "partition %d", i)
+		require.Zero(e.T, p.Unprocessed)
+		require.True(e.T, p.OldestIncoming.After(before), "oldest incoming %v", p.OldestIncoming)
+	}
+
+	rec := NewRecorder()
+	consumer := e.Start(recordingQueue(e.Builder(), "stats", 2, rec))
+	require.NoError(e.T, consumer.WaitProcessed(e.Ctx, ids...))
+	st, err = consumer.Stats(e.Ctx)
+	require.NoError(e.T, err)
+	for i, p := range st.Partitions {
+		require.Zero(e.T, p.Incoming, "partition %d", i)
+		require.Zero(e.T, p.Unprocessed, "partition %d", i)
+		require.Equal(e.T, int64(3-i), p.Sequence, "partition %d", i)
+		require.Equal(e.T, p.Sequence, p.ProcessedSeq, "partition %d", i)
+		require.True(e.T, p.OldestIncoming.IsZero())
+		require.Empty(e.T, p.DeadLetters)
+	}
+	require.Equal(e.T, int64(5), st.Counters.Delivered)
 }

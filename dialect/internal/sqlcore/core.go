@@ -797,6 +797,12 @@ func (c *Core) VacuumCounterSettle(ctx context.Context, partitionID, deletedUpTo
 
 // PartitionStats reads every partition's backlog figures.
 func (c *Core) PartitionStats(ctx context.Context) ([]dialect.PartitionStats, error) {
+	out, err := c.PartitionStatsOn(ctx, c.db)
+	return out, c.wrap(err)
+}
+
+// PartitionStatsOn is PartitionStats on conn.
+func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.PartitionStats, error) {
 	var rows []struct {
 		ID             int64      `bun:"id"`
 		Queue          string     `bun:"queue"`
@@ -810,8 +816,8 @@ func (c *Core) PartitionStats(ctx context.Context) ([]dialect.PartitionStats, er
 		Incoming       int64      `bun:"incoming"`
 		OldestIncoming *time.Time `bun:"oldest_incoming"`
 	}
-	if err := c.raw(c.q.partitionStats).Scan(ctx, &rows); err != nil {
-		return nil, c.wrap(err)
+	if err := c.Raw(conn, c.q.partitionStats).Scan(ctx, &rows); err != nil {
+		return nil, err
 	}
 	out := make([]dialect.PartitionStats, len(rows))
 	for i, r := range rows {
