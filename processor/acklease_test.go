@@ -1,0 +1,126 @@
+package processor
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// leaseFakeDialect serves one partition's messages through leases and
+// records every call, so the step logic can be checked without a database.
+// Methods it does not override panic through the nil interface.
+type leaseFakeDialect struct {
+	dialect.Dialect
+	msgs      []dialect.OutgoingMessage
+	processed int64
+	leases    int // ProcessorLease calls
+	ackLeases int // ProcessorAckLease calls
+	acks      []dialect.ProcessorUpdateParams
+}
+
+func (f *leaseFakeDialect) batch(limit int) []dialect.OutgoingMessage {
+	var out []dialect.OutgoingMessage
+	for _, m := range f.msgs {
+		if m.Seq > f.processed && len(out) < limit {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (f *leaseFakeDialect) ProcessorLease(_ context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	f.leases++
+	msgs := f.batch(p.Limit)
+	if len(msgs) == 0 {
+		return dialect.ProcessorLeaseResult{}, nil
+	}
+	return dialect.ProcessorLeaseResult{Leased: true, State: dialect.ProcessorState{ProcessedSeq: f.processed}, Messages: msgs}, nil
+}
+
+func (f *leaseFakeDialect) ProcessorAckLease(_ context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	f.ackLeases++
+	f.processed = ack.ProcessedSeq
+	msgs := f.batch(next.Limit)
+	if len(msgs) == 0 {
+		return dialect.ProcessorLeaseResult{}, nil
+	}
+	return dialect.ProcessorLeaseResult{Leased: true, State: dialect.ProcessorState{ProcessedSeq: f.processed}, Messages: msgs}, nil
+}
+
+func (f *leaseFakeDialect) ProcessorAck(_ context.Context, p *dialect.ProcessorUpdateParams) error {
+	f.acks = append(f.acks, *p)
+	f.processed = p.ProcessedSeq
+	return nil
+}
+
+// TestStepLeasedChainsLeases: while a partition has work, each clean ack
+// hands the next batch to the following step, which then takes no lease of
+// its own; the chain ends when the ack finds nothing more.
+func TestStepLeasedChainsLeases(t *testing.T) {
+	t.Parallel()
+	fake := &leaseFakeDialect{}
+	for seq := int64(1); seq <= 5; seq++ {
+		fake.msgs = append(fake.msgs, dialect.OutgoingMessage{Seq: seq})
+	}
+	var got []int64
+	h := LeasedBatch(func(_ context.Context, b *Batch) error {
+		for _, m := range b.Messages {
+			got = append(got, m.Seq)
+		}
+		return nil
+	})
+	p := NewPool(fake, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
+		Name: "q", Handler: h, PartitionIDs: []int64{1}, Options: NewQueueOptions(BatchSize(2)),
+	}})
+	tk := p.tasks[1]
+	ctx := context.Background()
+
+	for range 2 { // [1 2] then [3 4], each ack leasing the next batch
+		more, err := tk.stepLeased(ctx)
+		require.NoError(t, err)
+		require.True(t, more, "the ack leased the next batch")
+		require.NotNil(t, tk.pending)
+	}
+	more, err := tk.stepLeased(ctx) // [5], whose ack finds nothing more
+	require.NoError(t, err)
+	require.False(t, more, "nothing left after seq 5")
+	require.Nil(t, tk.pending)
+
+	require.Equal(t, []int64{1, 2, 3, 4, 5}, got)
+	require.Equal(t, 1, fake.leases, "only the first batch took a lease of its own")
+	require.Equal(t, 3, fake.ackLeases)
+	require.Empty(t, fake.acks)
+	require.Equal(t, Counters{Delivered: 5}, p.Counters())
+}
+
+// TestReleasePendingRestoresAttempts: a lease taken by an ack but never
+// worked (the pool stopped) is given back with the head's earlier count.
+func TestReleasePendingRestoresAttempts(t *testing.T) {
+	t.Parallel()
+	fake := &leaseFakeDialect{}
+	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
+		Name: "q", Handler: Leased(func(context.Context, Delivery) error { return nil }), PartitionIDs: []int64{1},
+		Options: DefaultQueueOptions(),
+	}})
+	tk := p.tasks[1]
+	tk.pending = &pendingLease{lease: dialect.ProcessorLeaseResult{Leased: true,
+		State: dialect.ProcessorState{ProcessedSeq: 7, Attempts: 2}, Messages: []dialect.OutgoingMessage{{Seq: 8}}}}
+
+	tk.releasePending(context.Background())
+	require.Nil(t, tk.pending)
+	require.Len(t, fake.acks, 1)
+	a := fake.acks[0]
+	require.Equal(t, "me", a.Owner, "guarded by our lease")
+	require.Equal(t, int64(7), a.ProcessedSeq, "the cursor does not move")
+	require.Equal(t, 2, a.Attempts, "the count from before the lease")
+	require.Zero(t, a.Acked)
+	require.Zero(t, a.RetryAfter)
+
+	tk.releasePending(context.Background()) // nothing pending: no call
+	require.Len(t, fake.acks, 1)
+}
