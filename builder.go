@@ -95,7 +95,8 @@ func (b *Builder) ProcessorConcurrency(n int) *Builder { b.cfg.Processor.Concurr
 // PollInterval sets how often processors look for work from other processes. Defaults to 1s.
 func (b *Builder) PollInterval(d time.Duration) *Builder { b.cfg.Processor.PollInterval = d; return b }
 
-// SequencerWorkers sets the partitions sequenced at once. Defaults to 4 (1 on SQLite).
+// SequencerWorkers sets the partitions sequenced at once. Defaults to 4 on
+// PostgreSQL, 2 on MySQL/MariaDB and 1 on SQLite (see sequencer.WorkersFor).
 func (b *Builder) SequencerWorkers(n int) *Builder { b.cfg.Sequencer.Workers = n; return b }
 
 // SequencerBatchSize sets rows moved per sequencer transaction. Defaults to 1000.
@@ -127,7 +128,9 @@ func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; r
 // Configure edits the plain Config directly, for settings without a method.
 func (b *Builder) Configure(fn func(*Config)) *Builder { fn(&b.cfg); return b }
 
-// Config returns the configuration the builder has collected, defaults filled.
+// Config returns the configuration the builder has collected, defaults
+// filled, except Sequencer.Workers, which stays 0 unless set: Start picks
+// the database's default then (sequencer.WorkersFor).
 func (b *Builder) Config() Config {
 	cfg := b.cfg
 	cfg.Queues = nil
@@ -137,7 +140,9 @@ func (b *Builder) Config() Config {
 			Name: q.name, Partitions: q.partitions, Handler: q.handler, Options: processor.NewQueueOptions(opts...),
 		})
 	}
-	return cfg.WithDefaults()
+	cfg = cfg.WithDefaults()
+	cfg.Sequencer.Workers = b.cfg.Sequencer.Workers
+	return cfg
 }
 
 // Start validates the configuration, migrates if asked, registers the

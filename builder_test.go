@@ -43,6 +43,8 @@ func TestBuilderConfigDefaults(t *testing.T) {
 	require.Equal(t, processor.RetryBaseDefault, cfg.Queues[0].Options.RetryBase)
 	require.Equal(t, 64<<10, cfg.MaxPayloadBytes)
 	require.Equal(t, 1000, cfg.Sequencer.BatchSize)
+	require.Zero(t, cfg.Sequencer.Workers, "left to Start, which picks the database's default")
+	require.Equal(t, 3, seqbox.New(nil).SequencerWorkers(3).Config().Sequencer.Workers)
 	_, err := seqbox.New(nil).Start(context.Background())
 	require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
 }

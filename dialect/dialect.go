@@ -1,6 +1,6 @@
 // Package dialect is the only place in seqbox that knows SQL. It defines one
 // interface, [Dialect], with one method per database operation, and three
-// implementations: dialect/postgres, dialect/mysql (MySQL 8.0.1+ and
+// implementations: dialect/postgres, dialect/mysql (MySQL 8.0.4+ and
 // MariaDB 10.6+) and dialect/sqlite.
 //
 // The interface is not stable before seqbox v1: it may gain methods in any

@@ -185,10 +185,10 @@ type Outbox struct {
 // Start validates cfg, migrates if asked, registers the queues and starts
 // the background tasks. The tasks outlive ctx; end them with Stop.
 func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) {
-	cfg = cfg.WithDefaults()
-	if d.Features().Has(dialect.SingleWriter) && cfg.Sequencer.Workers == sequencer.WorkersDefault {
-		cfg.Sequencer.Workers = 1 // one writer: more sequencer workers only queue
+	if cfg.Sequencer.Workers == 0 {
+		cfg.Sequencer.Workers = sequencer.WorkersFor(d)
 	}
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(d); err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ const (
 // Config tunes the sequencer.
 type Config struct {
 	// Workers is how many partitions are sequenced at once. One loop bounds
-	// both throughput and latency. Defaults to 4 (1 on SQLite: one writer).
+	// both throughput and latency. Defaults to WorkersFor(the dialect).
 	Workers int
 	// BatchSize is the rows moved per transaction. Defaults to 1000.
 	BatchSize int
@@ -53,6 +53,21 @@ func (c Config) WithDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// WorkersFor is the default worker count on d, as measured on 2 cores:
+// 4 on PostgreSQL (p50 latency at 1k msgs/s 6 ms vs 9.5 ms with 2, the
+// same throughput); 2 on MySQL/MariaDB (20-40% more sustained throughput
+// than 4: fewer, larger moves, and the same low-rate latency); 1 on
+// single-writer databases (SQLite), where more workers only queue.
+func WorkersFor(d dialect.Dialect) int {
+	switch {
+	case d.Features().Has(dialect.SingleWriter):
+		return 1
+	case d.Name() == dialect.MySQL:
+		return 2
+	}
+	return WorkersDefault
 }
 
 // Validate reports a setting that cannot work.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -91,10 +92,7 @@ func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 	}
 	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
 	cfg := b.builder("bench_", noop).Config()
-	workers := cfg.Sequencer.Workers
-	if d.Features().Has(dialect.SingleWriter) && cfg.Sequencer.Workers == sequencer.WorkersDefault {
-		workers = 1
-	}
+	workers := cmp.Or(cfg.Sequencer.Workers, sequencer.WorkersFor(d))
 	q := cfg.Queues[0].Options
 	return Knobs{
 		SequencerWorkers: workers, SequencerBatchSize: cfg.Sequencer.BatchSize,
