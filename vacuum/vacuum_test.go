@@ -25,6 +25,8 @@ type fakeDialect struct {
 	swept     chan int // receives the sweep number as each one lists counters
 }
 
+func (f *fakeDialect) Features() dialect.Feature { return dialect.RowLocks }
+
 func (f *fakeDialect) VacuumCounterList(context.Context) ([]dialect.VacuumCounter, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -63,8 +65,9 @@ func (f *fakeDialect) VacuumCounterSettle(_ context.Context, _ int64, deletedUpT
 	return false, nil
 }
 
-// TestBusySweepRepeatsAtOnce: a sweep that deleted at least a chunk runs
-// again without waiting for the interval; an idle one waits.
+// TestBusySweepRepeatsAtOnce: a sweep that found more than a chunk to
+// delete in a partition (the vacuum is behind) runs again without waiting
+// for the interval; one that kept up waits.
 func TestBusySweepRepeatsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := &fakeDialect{lowest: 1, processed: 25, counter: 25, swept: make(chan int, 10)}
@@ -76,7 +79,7 @@ func TestBusySweepRepeatsAtOnce(t *testing.T) {
 	require.Equal(t, 1, <-f.swept)
 	select {
 	case n := <-f.swept:
-		require.Equal(t, 2, n, "the busy sweep (25 deleted, chunk 10) is followed at once by another")
+		require.Equal(t, 2, n, "the sweep that was behind (25 to delete, chunk 10) is followed at once by another")
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second sweep waited for the interval")
 	}
@@ -88,4 +91,25 @@ func TestBusySweepRepeatsAtOnce(t *testing.T) {
 	require.Equal(t, int64(25), v.Deleted())
 	close(stopping)
 	require.NoError(t, <-done)
+}
+
+// TestSweepWithinAChunkWaits: a sweep that deletes many rows, but no more
+// than a chunk in any partition, keeps to the interval.
+func TestSweepWithinAChunkWaits(t *testing.T) {
+	t.Parallel()
+	f := &fakeDialect{lowest: 1, processed: 10, counter: 10, swept: make(chan int, 10)}
+	v := New(f, Config{Interval: time.Hour, Chunk: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopping := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- v.Run(context.Background(), stopping) }()
+
+	require.Equal(t, 1, <-f.swept)
+	select {
+	case n := <-f.swept:
+		t.Fatalf("sweep %d ran at once although the first one kept up", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(stopping)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(10), v.Deleted())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/internal/dbtest"
 )
 
 func TestParseDSN(t *testing.T) {
@@ -113,4 +114,33 @@ func TestOpenDBBadPostgresOption(t *testing.T) {
 	// pgdriver panics on an sslmode it does not know; OpenDB must not.
 	_, err := OpenDB(context.Background(), "postgres://u@127.0.0.1/db?sslmode=bogus")
 	require.True(t, errors.Is(err, ErrDSN), "got %v", err)
+}
+
+// TestOpenDBMySQLReadCommitted: OpenDB makes READ COMMITTED the session
+// default unless the DSN chooses an isolation itself.
+func TestOpenDBMySQLReadCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	probe := dbtest.MySQL(t) // skips (or fails under CI) when unreachable
+	variable := "@@transaction_isolation"
+	if _, err := probe.ExecContext(ctx, "SELECT "+variable); err != nil {
+		variable = "@@tx_isolation" // MariaDB before 11.1
+	}
+	isolation := func(dsn string) string {
+		db, err := OpenDB(ctx, dsn)
+		require.NoError(t, err)
+		defer db.Close()
+		var level string
+		require.NoError(t, db.QueryRowContext(ctx, "SELECT "+variable).Scan(&level))
+		return level
+	}
+	require.Equal(t, "READ-COMMITTED", isolation(dbtest.MySQLDSN()))
+	chosen := strings.TrimPrefix(variable, "@@") + "=%27SERIALIZABLE%27"
+	dsn := dbtest.MySQLDSN()
+	if strings.Contains(dsn, "?") {
+		dsn += "&" + chosen
+	} else {
+		dsn += "?" + chosen
+	}
+	require.Equal(t, "SERIALIZABLE", isolation(dsn), "an isolation in the DSN is kept")
 }
