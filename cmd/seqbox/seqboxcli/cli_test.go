@@ -3,6 +3,8 @@ package seqboxcli_test
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,6 +49,8 @@ func TestUsage(t *testing.T) {
 		{name: "demo bad pct", args: []string{"demo", "--rollback-pct", "101"}, code: seqboxcli.ExitUsage, stderr: "--rollback-pct", noStdout: true},
 		{name: "demo stray argument", args: []string{"demo", "extra"}, code: seqboxcli.ExitUsage, stderr: `unexpected argument "extra"`, noStdout: true},
 		{name: "demo bad dsn", args: []string{"demo", "--dsn", "redis://localhost"}, code: seqboxcli.ExitUsage, stderr: "invalid DSN", noStdout: true},
+		{name: "help bench", args: []string{"help", "bench"}, code: seqboxcli.ExitOK, stdout: "-sequencer-workers"},
+		{name: "bench bad knob", args: []string{"bench", "--processor-batch", "-1"}, code: seqboxcli.ExitUsage, stderr: "knob overrides", noStdout: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,4 +64,16 @@ func TestUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchCPUProfile: --cpuprofile writes a profile of the whole run.
+func TestBenchCPUProfile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	code, out, errOut := run(t, "bench", "--scenarios", "latency", "--duration", "300ms", "--runs", "1",
+		"--latency-rate", "200", "--cpuprofile", path)
+	require.Equal(t, seqboxcli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Positive(t, info.Size())
 }
