@@ -604,6 +604,16 @@ func (c *Core) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpda
 
 // AckLease is ProcessorAckLease with the dialect's lease statement.
 func (c *Core) AckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams, lease LeaseFunc) (dialect.ProcessorLeaseResult, error) {
+	if c.flavor.Features().Has(dialect.SingleWriter) {
+		// Commits are cheap here, and the one writer is the bottleneck: the
+		// ack and the lease take it separately and the batch is read
+		// outside it (SQLite drain: 44-46k msgs/s this way, 35-36k with
+		// the read inside the combined transaction).
+		if err := c.ProcessorAck(ctx, ack); err != nil {
+			return dialect.ProcessorLeaseResult{}, err
+		}
+		return c.ProcessorLease(ctx, next)
+	}
 	var res dialect.ProcessorLeaseResult
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.ProcessorLeaseResult{}
