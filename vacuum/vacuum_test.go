@@ -65,16 +65,33 @@ func (f *fakeDialect) VacuumCounterSettle(_ context.Context, _ int64, deletedUpT
 	return false, nil
 }
 
+// runVacuum runs a vacuum over f with chunk 10 and a one-hour interval
+// until the returned stop is called; stop reports Run's result.
+func runVacuum(f *fakeDialect) (*Vacuum, func() error) {
+	v := New(f, Config{Interval: time.Hour, Chunk: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopping := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- v.Run(context.Background(), stopping) }()
+	return v, func() error { close(stopping); return <-done }
+}
+
+// requireNoSweepFor fails if another sweep starts within d.
+func requireNoSweepFor(t *testing.T, f *fakeDialect, d time.Duration, why string) {
+	t.Helper()
+	select {
+	case n := <-f.swept:
+		t.Fatalf("sweep %d ran at once although %s: it must wait the interval", n, why)
+	case <-time.After(d):
+	}
+}
+
 // TestBusySweepRepeatsAtOnce: a sweep that found more than a chunk to
 // delete in a partition (the vacuum is behind) runs again without waiting
 // for the interval; one that kept up waits.
 func TestBusySweepRepeatsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := &fakeDialect{lowest: 1, processed: 25, counter: 25, swept: make(chan int, 10)}
-	v := New(f, Config{Interval: time.Hour, Chunk: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	stopping := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- v.Run(context.Background(), stopping) }()
+	v, stop := runVacuum(f)
 
 	require.Equal(t, 1, <-f.swept)
 	select {
@@ -83,14 +100,9 @@ func TestBusySweepRepeatsAtOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second sweep waited for the interval")
 	}
-	select {
-	case n := <-f.swept:
-		t.Fatalf("sweep %d ran although the last one found nothing: it must wait the interval", n)
-	case <-time.After(100 * time.Millisecond):
-	}
+	requireNoSweepFor(t, f, 100*time.Millisecond, "the last one found nothing")
+	require.NoError(t, stop())
 	require.Equal(t, int64(25), v.Deleted())
-	close(stopping)
-	require.NoError(t, <-done)
 }
 
 // TestSweepWithinAChunkWaits: a sweep that deletes many rows, but no more
@@ -98,18 +110,10 @@ func TestBusySweepRepeatsAtOnce(t *testing.T) {
 func TestSweepWithinAChunkWaits(t *testing.T) {
 	t.Parallel()
 	f := &fakeDialect{lowest: 1, processed: 10, counter: 10, swept: make(chan int, 10)}
-	v := New(f, Config{Interval: time.Hour, Chunk: 10, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	stopping := make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- v.Run(context.Background(), stopping) }()
+	v, stop := runVacuum(f)
 
 	require.Equal(t, 1, <-f.swept)
-	select {
-	case n := <-f.swept:
-		t.Fatalf("sweep %d ran at once although the first one kept up", n)
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(stopping)
-	require.NoError(t, <-done)
+	requireNoSweepFor(t, f, 100*time.Millisecond, "the first one kept up")
+	require.NoError(t, stop())
 	require.Equal(t, int64(10), v.Deleted())
 }
