@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -123,4 +124,30 @@ func TestReleasePendingRestoresAttempts(t *testing.T) {
 
 	tk.releasePending(context.Background()) // nothing pending: no call
 	require.Len(t, fake.acks, 1)
+}
+
+// TestStalePendingLeaseIsGivenBack: a lease taken by an ack that then waited
+// past the handler's deadline is released, and the step leases afresh.
+func TestStalePendingLeaseIsGivenBack(t *testing.T) {
+	t.Parallel()
+	fake := &leaseFakeDialect{msgs: []dialect.OutgoingMessage{{Seq: 1}}}
+	var got []int64
+	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
+		Name: "q", Handler: Leased(func(ctx context.Context, d Delivery) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			got = append(got, d.Seq)
+			return nil
+		}), PartitionIDs: []int64{1}, Options: DefaultQueueOptions(),
+	}})
+	tk := p.tasks[1]
+	tk.pending = &pendingLease{at: time.Now().Add(-time.Hour), limit: 1, lease: dialect.ProcessorLeaseResult{Leased: true,
+		State: dialect.ProcessorState{ProcessedSeq: 0}, Messages: []dialect.OutgoingMessage{{Seq: 1}}}}
+
+	_, err := tk.stepLeased(context.Background())
+	require.NoError(t, err)
+	require.Len(t, fake.acks, 1, "the stale lease was given back")
+	require.Equal(t, 1, fake.leases, "and a fresh one taken")
+	require.Equal(t, []int64{1}, got, "the handler ran under the fresh lease")
 }

@@ -397,6 +397,11 @@ func (t *task) releasePending(ctx context.Context) {
 // A clean ack takes the next lease in the same transaction.
 func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	p := t.pool
+	if pl := t.pending; pl != nil && time.Since(pl.at) >= t.opts.Lease-t.opts.LeaseHeadroom {
+		// Waited for a slot past the handler's deadline: give it back and
+		// lease afresh rather than hand the handler an expired context.
+		t.releasePending(ctx)
+	}
 	leaseStart, limit := time.Now(), t.batch
 	var lease dialect.ProcessorLeaseResult
 	if pl := t.pending; pl != nil {
@@ -432,13 +437,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		return t.ackAndLease(ctx, o, len(msgs) == limit)
 	}
 	if err := t.apply(ctx, o.update); err != nil {
-		if errors.Is(err, dialect.ErrLeaseLost) {
-			// The lease expired and another process took the partition; it
-			// redelivers what we could not ack (at-least-once).
-			p.log.Warn("lease lost before ack", slog.String("queue", t.queue), slog.Int("partition", t.partition))
-			return false, nil
-		}
-		return false, err
+		return t.ackFailed(err)
 	}
 	return t.record(o, !abandoned && len(msgs) == limit), nil
 }
@@ -452,11 +451,7 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 	at := time.Now()
 	lease, err := p.d.ProcessorAckLease(ctx, o.update, next)
 	if err != nil {
-		if errors.Is(err, dialect.ErrLeaseLost) {
-			p.log.Warn("lease lost before ack", slog.String("queue", t.queue), slog.Int("partition", t.partition))
-			return false, nil
-		}
-		return false, err
+		return t.ackFailed(err)
 	}
 	t.record(o, full)
 	if lease.Leased {
@@ -464,6 +459,17 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 		return true, nil
 	}
 	return false, nil // nothing sequenced past this ack: a notify brings us back
+}
+
+// ackFailed is a step's result after a failed ack. A lost lease is not an
+// error: the lease expired and another process took the partition; it
+// redelivers what we could not ack (at-least-once).
+func (t *task) ackFailed(err error) (bool, error) {
+	if errors.Is(err, dialect.ErrLeaseLost) {
+		t.pool.log.Warn("lease lost before ack", slog.String("queue", t.queue), slog.Int("partition", t.partition))
+		return false, nil
+	}
+	return false, err
 }
 
 func (t *task) apply(ctx context.Context, u *dialect.ProcessorUpdateParams) error {
