@@ -288,10 +288,7 @@ func (d *Dialect) MessageInsertMany(ctx context.Context, conn bun.IConn, p *dial
 // ms per 3,000-row chunk with the hash join, 17 ms with primary-key probes).
 func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
 	var n int64
-	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := d.Raw(tx, "SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)").Exec(ctx); err != nil {
-			return err
-		}
+	err := d.runWithSettings(ctx, "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
 		res, err := d.Raw(tx, d.q.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
 		if err != nil {
 			return err
@@ -308,15 +305,24 @@ func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParam
 // for a query that runs in a few milliseconds).
 func (d *Dialect) PartitionStats(ctx context.Context) ([]dialect.PartitionStats, error) {
 	var out []dialect.PartitionStats
-	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := d.Raw(tx, "SELECT set_config('jit', 'off', true)").Exec(ctx); err != nil {
-			return err
-		}
+	err := d.runWithSettings(ctx, "set_config('jit', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
 		var err error
 		out, err = d.PartitionStatsOn(ctx, tx)
 		return err
 	})
 	return out, d.Wrap(err)
+}
+
+// runWithSettings runs fn in an outbox transaction after SELECTing
+// settings, set_config(…, true) calls that last until the transaction ends:
+// planner choices are made per statement, before any of it runs.
+func (d *Dialect) runWithSettings(ctx context.Context, settings string, fn func(ctx context.Context, tx bun.Tx) error) error {
+	return d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := d.Raw(tx, "SELECT "+settings).Exec(ctx); err != nil {
+			return err
+		}
+		return fn(ctx, tx)
+	})
 }
 
 type flavor struct{}
