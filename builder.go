@@ -11,6 +11,7 @@ package seqbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -53,6 +54,9 @@ type Builder struct {
 	cfg           outbox.Config
 	queueDefaults []processor.QueueOption
 	queues        []queueDecl
+	// errs are misuses found while building (a nil option, say), reported
+	// by Start rather than by a panic.
+	errs []error
 }
 
 type queueDecl struct {
@@ -79,14 +83,24 @@ func (b *Builder) Logger(l *slog.Logger) *Builder { b.cfg.Logger = l; return b }
 // Queue registers a queue with a fixed partition count (1..1024) and its
 // handler; a nil handler registers it for enqueueing only.
 func (b *Builder) Queue(name string, partitions int, h *processor.Handler, opts ...processor.QueueOption) *Builder {
+	b.checkOptions("Queues["+name+"].Options", opts)
 	b.queues = append(b.queues, queueDecl{name: name, partitions: partitions, handler: h, opts: opts})
 	return b
 }
 
 // QueueDefaults sets options applied to every queue before its own.
 func (b *Builder) QueueDefaults(opts ...processor.QueueOption) *Builder {
+	b.checkOptions("QueueDefaults", opts)
 	b.queueDefaults = append(b.queueDefaults, opts...)
 	return b
+}
+
+func (b *Builder) checkOptions(field string, opts []processor.QueueOption) {
+	for i, opt := range opts {
+		if opt == nil {
+			b.errs = append(b.errs, &outbox.ConfigError{Field: fmt.Sprintf("%s[%d]", field, i), Reason: "nil option"})
+		}
+	}
 }
 
 // ProcessorConcurrency bounds partitions processed at once. Defaults to 8.
@@ -96,7 +110,7 @@ func (b *Builder) ProcessorConcurrency(n int) *Builder { b.cfg.Processor.Concurr
 func (b *Builder) PollInterval(d time.Duration) *Builder { b.cfg.Processor.PollInterval = d; return b }
 
 // SequencerWorkers sets the partitions sequenced at once. Defaults to 4 on
-// PostgreSQL, 2 on MySQL/MariaDB and 1 on SQLite (see sequencer.WorkersFor).
+// PostgreSQL, 2 on MySQL/MariaDB and 1 on SQLite (dialect.Tuning).
 func (b *Builder) SequencerWorkers(n int) *Builder { b.cfg.Sequencer.Workers = n; return b }
 
 // SequencerBatchSize sets rows moved per sequencer transaction. Defaults to 1000.
@@ -125,13 +139,26 @@ func (b *Builder) ProducerOnly() *Builder { b.cfg.ProducerOnly = true; return b 
 // InstanceID names this process in lease rows. Defaults to host-pid-random.
 func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; return b }
 
-// Configure edits the plain Config directly, for settings without a method.
-func (b *Builder) Configure(fn func(*Config)) *Builder { fn(&b.cfg); return b }
+// Configure edits the plain Config directly, for settings without a
+// method. Queues it adds to Config.Queues are registered with those of
+// Queue, after them.
+func (b *Builder) Configure(fn func(*Config)) *Builder {
+	if fn == nil {
+		b.errs = append(b.errs, &outbox.ConfigError{Field: "Configure", Reason: "nil function"})
+		return b
+	}
+	fn(&b.cfg)
+	return b
+}
 
 // Config returns the configuration the builder has collected, defaults
 // filled, except Sequencer.Workers, which stays 0 unless set: Start picks
-// the database's default then (sequencer.WorkersFor).
+// the database's default then (dialect.Tuning). Every call returns the same
+// instance id.
 func (b *Builder) Config() Config {
+	if b.cfg.Processor.Owner == "" {
+		b.cfg.Processor.Owner = processor.DefaultOwner()
+	}
 	cfg := b.cfg
 	cfg.Queues = nil
 	for _, q := range b.queues {
@@ -140,6 +167,7 @@ func (b *Builder) Config() Config {
 			Name: q.name, Partitions: q.partitions, Handler: q.handler, Options: processor.NewQueueOptions(opts...),
 		})
 	}
+	cfg.Queues = append(cfg.Queues, b.cfg.Queues...)
 	cfg = cfg.WithDefaults()
 	cfg.Sequencer.Workers = b.cfg.Sequencer.Workers
 	return cfg
@@ -149,6 +177,9 @@ func (b *Builder) Config() Config {
 // queues (idempotent; another partition count for an existing queue is an
 // ErrPartitionCountMismatch) and starts the background tasks.
 func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
+	if len(b.errs) > 0 {
+		return nil, errors.Join(b.errs...)
+	}
 	if b.db == nil {
 		return nil, &outbox.ConfigError{Field: "db", Reason: "nil *bun.DB"}
 	}
@@ -178,27 +209,33 @@ func Dialect(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, e
 
 // Migrations returns the seqbox schema as bun/migrate migrations, for
 // applications that run their schema changes with bun/migrate instead of
-// Migrate(true). Each seqbox schema version adds one entry; every entry
-// brings the schema fully up to date under seqbox's own database lock.
+// Migrate(true). Each seqbox schema change adds one entry; every entry
+// brings the schema fully up to date under seqbox's own database lock, so
+// an application that ran an older list picks up the new entries.
 func Migrations(prefix string) *migrate.Migrations {
+	up := func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
+		d, err := Dialect(ctx, m.DB(), prefix)
+		if err != nil {
+			return err
+		}
+		return d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{})
+	}
 	ms := migrate.NewMigrations()
 	ms.Add(migrate.Migration{
-		Name:    "20261121000001",
-		Comment: "seqbox_schema_v1",
-		Up: func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
-			d, err := Dialect(ctx, m.DB(), prefix)
-			if err != nil {
-				return err
-			}
-			return d.SchemaMigrate(ctx)
-		},
+		Name: "20261121000001", Comment: "seqbox_schema_v1", Up: up,
 		Down: func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
 			d, err := Dialect(ctx, m.DB(), prefix)
 			if err != nil {
 				return err
 			}
-			return d.SchemaDrop(ctx)
+			return d.SchemaDrop(ctx, &dialect.SchemaDropParams{})
 		},
+	})
+	// MySQL/MariaDB: text from outside stored as utf8mb4. Rolling back
+	// keeps it (the v1 entry's Down drops the tables).
+	ms.Add(migrate.Migration{
+		Name: "20261122000001", Comment: "seqbox_schema_utf8mb4_text", Up: up,
+		Down: func(context.Context, *migrate.Migrator, *migrate.Migration) error { return nil },
 	})
 	return ms
 }

@@ -24,7 +24,7 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_schema_version")).Scan(ctx, &n))
-	require.Equal(t, 1, n)
+	require.Equal(t, 2, n, "both SQLite schema versions applied")
 	// The schema is usable without Migrate(true).
 	ob, err := seqbox.New(db).TablePrefix("app_").Queue("q", 2, nil).Start(ctx)
 	require.NoError(t, err)
@@ -36,10 +36,10 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 
 func TestBuilderConfigDefaults(t *testing.T) {
 	t.Parallel()
-	cfg := seqbox.New(nil).Queue("q", 3, nil, processor.BatchSize(7)).QueueDefaults(processor.MaxAttempts(0)).Config()
+	cfg := seqbox.New(nil).Queue("q", 3, nil, processor.BatchSize(7)).QueueDefaults(processor.MaxAttempts(processor.MaxAttemptsNever)).Config()
 	require.Len(t, cfg.Queues, 1)
 	require.Equal(t, 7, cfg.Queues[0].Options.BatchSize)
-	require.Equal(t, 0, cfg.Queues[0].Options.MaxAttempts, "QueueDefaults apply to every queue")
+	require.Equal(t, processor.MaxAttemptsNever, cfg.Queues[0].Options.MaxAttempts, "QueueDefaults apply to every queue")
 	require.Equal(t, processor.RetryBaseDefault, cfg.Queues[0].Options.RetryBase)
 	require.Equal(t, 64<<10, cfg.MaxPayloadBytes)
 	require.Equal(t, 1000, cfg.Sequencer.BatchSize)
@@ -47,4 +47,30 @@ func TestBuilderConfigDefaults(t *testing.T) {
 	require.Equal(t, 3, seqbox.New(nil).SequencerWorkers(3).Config().Sequencer.Workers)
 	_, err := seqbox.New(nil).Start(context.Background())
 	require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
+}
+
+// TestBuilderMisuseIsAnError: nil options, a nil Configure function, a
+// handler built from a nil function and an unstorable instance id are
+// configuration errors from Start, never panics.
+func TestBuilderMisuseIsAnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := dbtest.SQLite(t)
+	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
+	for name, b := range map[string]*seqbox.Builder{
+		"nil queue option":      seqbox.New(db).Queue("q", 1, noop, nil),
+		"nil default option":    seqbox.New(db).QueueDefaults(nil).Queue("q", 1, noop),
+		"nil Configure":         seqbox.New(db).Configure(nil).Queue("q", 1, noop),
+		"nil leased function":   seqbox.New(db).Queue("q", 1, processor.Leased(nil)),
+		"nil tx function":       seqbox.New(db).Queue("q", 1, processor.Transactional(nil)),
+		"zero Handler":          seqbox.New(db).Queue("q", 1, &processor.Handler{}),
+		"non-ASCII instance id": seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
+		"nil db":                seqbox.New(nil).Queue("q", 1, noop),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var err error
+			require.NotPanics(t, func() { _, err = b.Migrate(true).Start(ctx) })
+			require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
+		})
+	}
 }

@@ -1,33 +1,30 @@
 // Package deadletter holds the dead-letter record: a self-contained copy of
 // a message that will not be retried, written in the same transaction that
-// moves the partition's cursor past it. The operator API (list, replay,
-// resolve, discard, cleanup, requeue) builds on these rows.
+// moves the partition's cursor past it.
 package deadletter
 
 import (
 	"github.com/seqbox/seqbox/dialect"
 )
 
-// Status is a dead letter's state.
+// Status is a dead letter's state, as stored in its status column.
 type Status string
 
-// States: pending → reprocessing (replay, with a deadline) → resolved, or
-// back to pending; pending → discarded.
-const (
-	StatusPending      Status = "pending"
-	StatusReprocessing Status = "reprocessing"
-	StatusResolved     Status = "resolved"
-	StatusDiscarded    Status = "discarded"
-)
+// StatusPending is every dead letter's state when written: the operator
+// actions that move it on are not built yet (docs/ARCHITECTURE.md, "Dead
+// letters").
+const StatusPending Status = dialect.DeadLetterPending
 
 // MaxErrorLen bounds the stored error text.
-const MaxErrorLen = 4096
+const MaxErrorLen = dialect.MaxErrorTextLen
 
-// New copies an outgoing message into a dead-letter record.
+// New copies an outgoing message into a dead-letter record. The cause's
+// text is made storable on every database (dialect.ErrorText): it is data
+// from anywhere and must never stop the record from being written.
 func New(partitionID int64, m dialect.OutgoingMessage, cause error, attempts int) dialect.DeadLetter {
 	msg := "rejected"
 	if cause != nil {
-		msg = cause.Error()
+		msg = dialect.ErrorString(cause)
 	}
 	return dialect.DeadLetter{
 		PartitionID: partitionID,
@@ -37,19 +34,7 @@ func New(partitionID int64, m dialect.OutgoingMessage, cause error, attempts int
 		Payload:     m.Payload,
 		Headers:     m.Headers,
 		CreatedAt:   m.CreatedAt,
-		LastError:   TruncateError(msg),
+		LastError:   dialect.ErrorText(msg),
 		Attempts:    attempts,
 	}
-}
-
-// TruncateError cuts an error text to MaxErrorLen bytes on a rune boundary.
-func TruncateError(s string) string {
-	if len(s) <= MaxErrorLen {
-		return s
-	}
-	cut := MaxErrorLen
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut]
 }

@@ -16,7 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/uptrace/bun"
 )
@@ -45,16 +45,19 @@ func (n Name) String() string {
 	}
 }
 
-// Feature is a bitset of capabilities a dialect has.
+// Feature is a bitset of capabilities a dialect has. Code that behaves
+// differently on some database branches on a feature, never on Name.
 type Feature uint64
 
-// Capabilities. Tests skip with a reason when one is missing.
+// Capabilities.
 const (
-	// RowLocks: SELECT … FOR UPDATE SKIP LOCKED exists, so several processes
-	// can share the database. Without it (SQLite) one process owns the outbox.
-	RowLocks Feature = 1 << iota
+	// MultiProcess: row locks with SKIP LOCKED exist, so several processes
+	// may share the outbox's tables. Without it (SQLite) one process owns
+	// them; the crash and fault tests then run one process at a time.
+	MultiProcess Feature = 1 << iota
 	// SingleWriter: the database serialises writers; the dialect routes the
-	// outbox's own writes through one in-process writer.
+	// outbox's own writes through one in-process writer (LockWriter), and
+	// the processor acks and leases in separate turns of it.
 	SingleWriter
 )
 
@@ -66,8 +69,6 @@ var (
 	// ErrRetryable marks a transient conflict (serialization failure,
 	// deadlock, SQLITE_BUSY): the operation may be retried at once.
 	ErrRetryable = errors.New("seqbox: retryable database conflict")
-	// ErrNotSupported is returned for an operation a dialect cannot do.
-	ErrNotSupported = errors.New("seqbox: operation not supported by this database")
 	// ErrInvalidPrefix is returned for a table prefix that is not a safe identifier.
 	ErrInvalidPrefix = errors.New("seqbox: invalid table prefix")
 	// ErrLeaseLost is returned by a guarded processor update when another
@@ -136,56 +137,55 @@ func (t Tables) All() []string {
 // MessageID is a message's client-generated UUIDv7, stored as 16 bytes.
 type MessageID [16]byte
 
-// Dialect is every database operation seqbox performs. Methods that take a
-// bun.IConn run on the caller's connection or transaction; the others use the
-// dialect's own *bun.DB. Not for implementation outside seqbox (see package doc).
+// Dialect is every database operation seqbox performs, the union of the
+// small interfaces its consumers declare where they use them:
+// outbox.EnqueueStore, outbox.StatsStore and outbox.SchemaStore,
+// sequencer.Store, processor.Store (with the optional processor.AckLeaser),
+// and vacuum.Store. A new operation goes here, in its consumer's interface,
+// and in each implementation; docs/ARCHITECTURE.md ("Where changes go")
+// walks through it. Every operation takes (ctx, *XxxParams): fields can be
+// added without changing a signature. Operations that join the caller's
+// transaction take the connection in their params.
+//
+// Not for implementation outside seqbox (see the package doc).
 type Dialect interface {
-	Name() Name
-	Features() Feature
-	Tables() Tables
-	DB() *bun.DB
-	// MaxPayloadBytes is the largest payload one row may carry so that a
-	// single-row INSERT always fits in one statement on this database.
-	MaxPayloadBytes() int
-	// MaxStatementBytes bounds the SQL text of one multi-row INSERT.
-	MaxStatementBytes() int
+	Base
 
-	// RunInTx runs fn in one of the outbox's own transactions: READ COMMITTED
-	// on MySQL, through the single writer on SQLite.
-	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
-	// IsRetryable reports a transient conflict (also matches ErrRetryable).
-	IsRetryable(err error) bool
-	// LockWriter takes this process's single-writer lock on databases with
-	// one writer (SQLite) and returns its release; elsewhere a no-op. Every
-	// write transaction of the process queues on it in turn, which is fair,
-	// instead of racing for the file lock in the driver's busy loop.
-	LockWriter() (unlock func())
+	// Schema (outbox.SchemaStore).
 
 	// SchemaMigrate creates or upgrades the schema under a database lock. Idempotent.
-	SchemaMigrate(ctx context.Context) error
-	// SchemaStatements is the DDL of every migration, in order (golden files).
-	SchemaStatements() []string
+	SchemaMigrate(ctx context.Context, params *SchemaMigrateParams) error
 	// SchemaDrop drops every seqbox table of this prefix (tests, uninstall).
-	SchemaDrop(ctx context.Context) error
+	SchemaDrop(ctx context.Context, params *SchemaDropParams) error
 
-	// QueueRegister creates the partition, processor and vacuum rows of a
-	// queue if missing, and returns the partition ids by partition number.
-	// A queue that exists with another count returns *PartitionCountError.
-	QueueRegister(ctx context.Context, params *QueueRegisterParams) ([]int64, error)
-	// QueueList returns every registered queue with its partition ids.
-	QueueList(ctx context.Context) ([]QueueInfo, error)
+	// Enqueue and registration (outbox.EnqueueStore).
 
-	// MessageInsertMany writes body and incoming rows on conn, in order.
-	// Rows must already be validated and fit one statement.
-	MessageInsertMany(ctx context.Context, conn bun.IConn, params *MessageInsertManyParams) error
+	// QueueRegister creates the partition, processor and vacuum rows of
+	// every queue given, if missing, in one transaction, and returns each
+	// queue's partition ids by partition number, in the order given. A
+	// queue that exists with another count returns *PartitionCountError and
+	// registers nothing.
+	QueueRegister(ctx context.Context, params *QueueRegisterParams) ([][]int64, error)
+	// MessageInsertMany writes body and incoming rows on params.Conn, in
+	// order, in as many multi-row statements as the chunk bounds and the
+	// database's statement size require. Rows must be validated.
+	MessageInsertMany(ctx context.Context, params *MessageInsertManyParams) error
 	// MessagePendingList returns which of the ids are committed and not yet acked.
-	MessagePendingList(ctx context.Context, ids []MessageID) ([]MessageID, error)
+	MessagePendingList(ctx context.Context, params *MessagePendingListParams) ([]MessageID, error)
+
+	// Sequencer (sequencer.Store).
 
 	// IncomingPartitionList returns the partitions that have incoming rows (reconciler).
-	IncomingPartitionList(ctx context.Context) ([]int64, error)
+	IncomingPartitionList(ctx context.Context, params *IncomingPartitionListParams) ([]int64, error)
 	// SequenceMove moves up to Limit committed incoming rows of one partition
 	// to outgoing, in id order, with gap-free seqs, in one transaction.
 	SequenceMove(ctx context.Context, params *SequenceMoveParams) (SequenceMoveResult, error)
+	// SequenceMoveMany is SequenceMove for several partitions in one
+	// transaction, one result per partition in the order given: with many
+	// lightly loaded partitions a commit per partition is what costs.
+	SequenceMoveMany(ctx context.Context, params *SequenceMoveManyParams) ([]SequenceMoveResult, error)
+
+	// Processor (processor.Store).
 
 	// ProcessorReadyList returns the partitions (of those given) with
 	// sequenced, unacked rows, no live lease and no retry pending (poller).
@@ -195,230 +195,89 @@ type Dialect interface {
 	// false when the partition is leased elsewhere, backing off or empty.
 	// The lease commits durably before it returns.
 	ProcessorLease(ctx context.Context, params *ProcessorLeaseParams) (ProcessorLeaseResult, error)
-	// ProcessorAck records a leased batch's outcome atomically (its own
-	// transaction); ErrLeaseLost when the lease moved to another owner.
+	// ProcessorAck records a leased batch's outcome atomically, in its own
+	// transaction; ErrLeaseLost when the lease moved to another owner.
 	ProcessorAck(ctx context.Context, params *ProcessorUpdateParams) error
-	// ProcessorAckLease is ProcessorAck of a clean advance (no failure, no
-	// dead letter) followed, in the same transaction, by ProcessorLease of
-	// next: one commit instead of two while a partition has work. When the
-	// partition has no more work the lease is released and Leased is false.
-	ProcessorAckLease(ctx context.Context, ack *ProcessorUpdateParams, next *ProcessorLeaseParams) (ProcessorLeaseResult, error)
-	// ProcessorLock row-locks a partition's processor row inside tx
-	// (transactional mode). ok is false when locked elsewhere or backing off.
-	ProcessorLock(ctx context.Context, tx bun.Tx, partitionID int64) (state ProcessorState, ok bool, err error)
+	// ProcessorLock row-locks a partition's processor row inside
+	// params.Conn, a transaction (transactional mode). Locked is false when
+	// it is locked elsewhere, backing off or has no work.
+	ProcessorLock(ctx context.Context, params *ProcessorLockParams) (ProcessorLockResult, error)
 	// OutgoingList reads the next batch after the cursor, joined with bodies.
-	OutgoingList(ctx context.Context, conn bun.IConn, params *OutgoingListParams) ([]OutgoingMessage, error)
-	// ProcessorUpdate records the outcome of a batch on conn: cursor,
-	// attempts, retry time, lease release, dead letters and the vacuum
-	// counter. With an Owner it returns ErrLeaseLost when the lease moved.
-	ProcessorUpdate(ctx context.Context, conn bun.IConn, params *ProcessorUpdateParams) error
+	OutgoingList(ctx context.Context, params *OutgoingListParams) ([]OutgoingMessage, error)
+	// ProcessorUpdate records the outcome of a batch on params.Conn: cursor,
+	// attempts, retry time, lease release and dead letters. With an Owner it
+	// returns ErrLeaseLost when the lease moved.
+	ProcessorUpdate(ctx context.Context, params *ProcessorUpdateParams) error
 
-	// VacuumCounterList returns partitions whose counter is above zero.
-	VacuumCounterList(ctx context.Context) ([]VacuumCounter, error)
-	// VacuumDelete deletes outgoing and body rows with FromSeq < seq <= ToSeq
-	// of one partition; it returns how many outgoing rows went.
+	// Vacuum (vacuum.Store).
+
+	// VacuumCounterList returns the partitions whose cursor is past what
+	// has been pruned.
+	VacuumCounterList(ctx context.Context, params *VacuumCounterListParams) ([]VacuumCounter, error)
+	// VacuumDelete deletes the outgoing and body rows of every range and
+	// records each range's ToSeq as pruned, in one transaction (one
+	// statement where the database allows): with many lightly loaded
+	// partitions, commits and round trips, not rows, are the cost. It
+	// returns how many messages went.
 	VacuumDelete(ctx context.Context, params *VacuumDeleteParams) (int, error)
-	// VacuumCounterSettle clears a partition's counter if its cursor is at
-	// or below deletedUpTo (nothing left to prune), and leaves it otherwise.
-	VacuumCounterSettle(ctx context.Context, partitionID, deletedUpTo int64) (cleared bool, err error)
-	// VacuumLowestSeq returns the smallest outgoing seq of a partition (0 if none).
-	VacuumLowestSeq(ctx context.Context, partitionID int64) (int64, error)
 
-	// PartitionStats reads backlog figures for the given partitions.
-	PartitionStats(ctx context.Context) ([]PartitionStats, error)
+	// Stats (outbox.StatsStore).
+
+	// PartitionStats reads every registered partition's backlog figures.
+	PartitionStats(ctx context.Context, params *PartitionStatsParams) ([]PartitionStats, error)
 	// DeadLetterCount counts dead letters by partition and status.
-	DeadLetterCount(ctx context.Context) ([]DeadLetterCount, error)
+	DeadLetterCount(ctx context.Context, params *DeadLetterCountParams) ([]DeadLetterCount, error)
 }
 
-// QueueRegisterParams names a queue and its fixed partition count.
-type QueueRegisterParams struct {
-	Queue      string
-	Partitions int
+// Base is what every consumer may read: the dialect's properties and its
+// transaction discipline. These are not database operations.
+type Base interface {
+	Name() Name
+	Features() Feature
+	Tables() Tables
+	// Limits bounds what one row and one statement may carry here.
+	Limits() Limits
+	// Tuning is the measured default concurrency of background work here.
+	Tuning() Tuning
+	// DB is the database the dialect runs on.
+	DB() *bun.DB
+	// RunInTx runs fn in one of the outbox's own transactions: READ
+	// COMMITTED on MySQL, through the single writer on SQLite.
+	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
+	// LockWriter takes this process's single-writer lock on databases with
+	// the SingleWriter feature and returns its release; elsewhere a no-op.
+	// Every write transaction of the process queues on it in turn, which is
+	// fair, instead of racing for the file lock in the driver's busy loop.
+	LockWriter() (unlock func())
+	// IsRetryable reports a transient conflict (also matches ErrRetryable):
+	// the same operation may be retried at once.
+	IsRetryable(err error) bool
+	// IsTransient reports an error that a later attempt may not meet: a
+	// conflict, or a connection that dropped or was killed.
+	IsTransient(err error) bool
+	// SchemaStatements is the DDL of every migration, in order (golden files).
+	SchemaStatements() []string
 }
 
-// QueueInfo is a registered queue.
-type QueueInfo struct {
-	Queue        string
-	PartitionIDs []int64
+// Limits bounds rows and statements on one database.
+type Limits struct {
+	// MaxPayloadBytes is the largest payload one row may carry so that a
+	// single-row INSERT always fits in one statement.
+	MaxPayloadBytes int
+	// MaxStatementBytes bounds the SQL text of one multi-row INSERT.
+	MaxStatementBytes int
 }
 
-// PartitionCountError reports a queue registered with another partition count.
-type PartitionCountError struct {
-	Queue      string
-	Registered int
-	Requested  int
-}
-
-func (e *PartitionCountError) Error() string {
-	return fmt.Sprintf("seqbox: queue %q is registered with %d partitions, not %d (the count is fixed at first registration)",
-		e.Queue, e.Registered, e.Requested)
-}
-
-// MessageRow is one validated message ready to insert.
-type MessageRow struct {
-	ID          MessageID
-	PartitionID int64
-	PayloadType string
-	Payload     []byte
-	Headers     []byte // JSON object text, or nil
-}
-
-// MessageInsertManyParams is one chunk of an enqueue.
-type MessageInsertManyParams struct {
-	Rows []MessageRow
-}
-
-// SequenceMoveParams selects the partition and the batch size.
-type SequenceMoveParams struct {
-	PartitionID int64
-	Limit       int
-	// Backlog: the previous move of this partition was full, so this one
-	// probably is too. A dialect may pick a shape that pays off only for
-	// large batches.
-	Backlog bool
-}
-
-// SequenceMoveResult tells what one sequencer transaction did.
-type SequenceMoveResult struct {
-	// Skipped: the partition row is locked by another sequencer.
-	Skipped bool
-	// Moved rows got seqs FirstSeq..LastSeq.
-	Moved    int
-	FirstSeq int64
-	LastSeq  int64
-}
-
-// ProcessorReadyListParams limits the poll to the partitions this process works.
-type ProcessorReadyListParams struct {
-	PartitionIDs []int64
-}
-
-// ProcessorLeaseParams asks for a lease of Duration for Owner and the next
-// Limit messages.
-type ProcessorLeaseParams struct {
-	PartitionID int64
-	Owner       string
-	Duration    time.Duration
-	Limit       int
-}
-
-// ProcessorLeaseResult is a taken lease and the batch read under it.
-type ProcessorLeaseResult struct {
-	Leased   bool
-	State    ProcessorState
-	Messages []OutgoingMessage
-}
-
-// ProcessorState is a partition's cursor and head-of-line failure count.
-type ProcessorState struct {
-	ProcessedSeq int64
-	// Attempts counts earlier failed or abandoned deliveries of the head
-	// message (the value before the lease taken now counted one more).
-	Attempts int
-}
-
-// OutgoingListParams reads up to Limit rows with seq > AfterSeq.
-type OutgoingListParams struct {
-	PartitionID int64
-	AfterSeq    int64
-	Limit       int
-}
-
-// OutgoingMessage is one sequenced message with its body.
-type OutgoingMessage struct {
-	Seq         int64
-	ID          MessageID
-	PayloadType string
-	Payload     []byte
-	Headers     []byte
-	CreatedAt   time.Time
-}
-
-// DeadLetter is a self-contained copy of a message that will not be retried.
-type DeadLetter struct {
-	PartitionID int64
-	Seq         int64
-	MessageID   MessageID
-	PayloadType string
-	Payload     []byte
-	Headers     []byte
-	CreatedAt   time.Time
-	LastError   string
-	Attempts    int
-}
-
-// ProcessorUpdateParams is the outcome of one batch. Build it with
-// [ProcessorAdvance] or [ProcessorFailure].
-type ProcessorUpdateParams struct {
-	PartitionID int64
-	// Owner guards the update with locked_by = Owner (leased mode); empty in
-	// transactional mode, where the caller holds the row lock.
-	Owner string
-	// ProcessedSeq is the new cursor (unchanged if equal to the old one).
-	ProcessedSeq int64
-	// Acked is how many messages the cursor moved past (vacuum counter).
-	Acked int64
-	// Attempts is the head's failure count to store.
-	Attempts int
-	// LastError is stored when not empty; cleared otherwise.
-	LastError string
-	// RetryAfter sets next_attempt_at = now + RetryAfter when > 0.
-	RetryAfter time.Duration
-	// DeadLetters are inserted in the same transaction.
-	DeadLetters []DeadLetter
-}
-
-// ProcessorAdvance builds the update for acked messages: cursor to seq,
-// attempts and error cleared, lease released.
-func ProcessorAdvance(partitionID int64, owner string, seq, acked int64, deadLetters []DeadLetter) *ProcessorUpdateParams {
-	return &ProcessorUpdateParams{PartitionID: partitionID, Owner: owner, ProcessedSeq: seq, Acked: acked, DeadLetters: deadLetters}
-}
-
-// ProcessorFailure builds the update for a failed head: cursor to seq (the
-// acked prefix), attempts and error stored, retry after a delay, lease released.
-func ProcessorFailure(partitionID int64, owner string, seq, acked int64, attempts int, lastErr string, retryAfter time.Duration, deadLetters []DeadLetter) *ProcessorUpdateParams {
-	return &ProcessorUpdateParams{
-		PartitionID: partitionID, Owner: owner, ProcessedSeq: seq, Acked: acked,
-		Attempts: attempts, LastError: lastErr, RetryAfter: retryAfter, DeadLetters: deadLetters,
-	}
-}
-
-// VacuumCounter is a partition with processed rows to prune.
-type VacuumCounter struct {
-	PartitionID  int64
-	Counter      int64
-	ProcessedSeq int64
-}
-
-// VacuumDeleteParams selects one chunk of processed rows.
-type VacuumDeleteParams struct {
-	PartitionID int64
-	FromSeq     int64 // exclusive
-	ToSeq       int64 // inclusive
-}
-
-// PartitionStats are one partition's backlog figures.
-type PartitionStats struct {
-	PartitionID  int64
-	Queue        string
-	Partition    int
-	Incoming     int64
-	Sequence     int64
-	ProcessedSeq int64
-	Attempts     int
-	LastError    string
-	// OldestIncoming is when the first unsequenced message in line (lowest
-	// incoming id) was enqueued.
-	OldestIncoming time.Time
-	LockedUntil    time.Time
-	NextAttemptAt  time.Time
-}
-
-// DeadLetterCount is the number of dead letters of a partition in a status.
-type DeadLetterCount struct {
-	PartitionID int64
-	Status      string
-	Count       int64
+// Tuning holds per-database defaults, measured on 2 cores (BENCHMARKS.md).
+type Tuning struct {
+	// SequencerWorkers: 4 on PostgreSQL (p50 latency at 1k msgs/s 6 ms vs
+	// 9.5 ms with 2), 2 on MySQL/MariaDB (20-40% more sustained throughput
+	// than 4), 1 with a single writer, where more workers only queue.
+	SequencerWorkers int
+	// VacuumWorkers is how many partitions a sweep prunes at once: one
+	// sweeping connection gets too small a share of a busy server to keep
+	// up; one writer gains nothing from more.
+	VacuumWorkers int
 }
 
 // String formats the id as a canonical UUID.
@@ -439,3 +298,25 @@ var ErrPartitionCountMismatch = errors.New("seqbox: partition count mismatch")
 
 // Is matches ErrPartitionCountMismatch.
 func (e *PartitionCountError) Is(target error) bool { return target == ErrPartitionCountMismatch }
+
+// OpError is an error with what seqbox was doing when it happened. Its
+// text carries the "seqbox: " prefix once, even when the cause's own text
+// has it (a sentinel such as ErrRetryable). Match the cause with errors.Is.
+type OpError struct {
+	Op  string
+	Err error
+}
+
+// Wrap returns err with what seqbox was doing, or nil for a nil err.
+func Wrap(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	return &OpError{Op: op, Err: err}
+}
+
+func (e *OpError) Error() string {
+	return "seqbox: " + e.Op + ": " + strings.TrimPrefix(ErrorString(e.Err), "seqbox: ")
+}
+
+func (e *OpError) Unwrap() error { return e.Err }

@@ -130,14 +130,14 @@ func TestPartitionCountError(t *testing.T) {
 
 func TestFeatureHas(t *testing.T) {
 	t.Parallel()
-	both := dialect.RowLocks | dialect.SingleWriter
-	require.True(t, both.Has(dialect.RowLocks))
+	both := dialect.MultiProcess | dialect.SingleWriter
+	require.True(t, both.Has(dialect.MultiProcess))
 	require.True(t, both.Has(dialect.SingleWriter))
 	require.True(t, both.Has(both))
-	require.True(t, dialect.RowLocks.Has(0), "the empty set is always present")
-	require.False(t, dialect.RowLocks.Has(dialect.SingleWriter))
-	require.False(t, dialect.RowLocks.Has(both), "every wanted bit must be set")
-	require.False(t, dialect.Feature(0).Has(dialect.RowLocks))
+	require.True(t, dialect.MultiProcess.Has(0), "the empty set is always present")
+	require.False(t, dialect.MultiProcess.Has(dialect.SingleWriter))
+	require.False(t, dialect.MultiProcess.Has(both), "every wanted bit must be set")
+	require.False(t, dialect.Feature(0).Has(dialect.MultiProcess))
 }
 
 func TestNameString(t *testing.T) {
@@ -147,4 +147,15 @@ func TestNameString(t *testing.T) {
 	require.Equal(t, "sqlite", dialect.SQLite.String())
 	require.Equal(t, "invalid", dialect.Invalid.String())
 	require.Equal(t, "invalid", dialect.Name(99).String())
+}
+
+// TestWrapPrefixOnce: an error wrapped with what seqbox was doing reads
+// "seqbox: " once, and still matches its cause.
+func TestWrapPrefixOnce(t *testing.T) {
+	t.Parallel()
+	inner := fmt.Errorf("%w: deadlock found", dialect.ErrRetryable)
+	err := dialect.Wrap(inner, `enqueue to "q"`)
+	require.Equal(t, `seqbox: enqueue to "q": retryable database conflict: deadlock found`, err.Error())
+	require.ErrorIs(t, err, dialect.ErrRetryable)
+	require.NoError(t, dialect.Wrap(nil, "x"))
 }

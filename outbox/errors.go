@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/configerr"
 )
 
 // Sentinel errors, matched with errors.Is. The typed errors below carry the
@@ -20,7 +21,7 @@ var (
 	ErrKeyAndPartition        = errors.New("seqbox: message sets both Key and Partition")
 	ErrInvalidHeaders         = errors.New("seqbox: invalid headers")
 	ErrNilConn                = errors.New("seqbox: nil connection")
-	ErrInvalidConfig          = errors.New("seqbox: invalid configuration")
+	ErrInvalidConfig          = configerr.ErrInvalid
 	ErrStopped                = errors.New("seqbox: outbox stopped")
 	ErrPartitionCountMismatch = dialect.ErrPartitionCountMismatch
 )
@@ -72,16 +73,21 @@ func (e *QueueError) Error() string {
 }
 func (e *QueueError) Is(target error) bool { return target == ErrQueueNotRegistered }
 
-// ConfigError explains an invalid setting; it matches ErrInvalidConfig.
-type ConfigError struct {
-	Field  string
+// ConfigError names an invalid setting by its path in Config (e.g.
+// "Sequencer.Workers") and says why; it matches ErrInvalidConfig.
+type ConfigError = configerr.Error
+
+// HeaderError names a header that cannot be stored as given; it matches
+// ErrInvalidHeaders. Key is quoted in the message, since it may hold any byte.
+type HeaderError struct {
+	Key    string
 	Reason string
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("seqbox: invalid configuration: %s: %s", e.Field, e.Reason)
+func (e *HeaderError) Error() string {
+	return fmt.Sprintf("seqbox: invalid headers: header %+q: %s (keys and values must be valid UTF-8)", e.Key, e.Reason)
 }
-func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+func (e *HeaderError) Is(target error) bool { return target == ErrInvalidHeaders }
 
 // PendingError lists messages not yet processed when WaitProcessed gave up.
 type PendingError struct {

@@ -7,9 +7,10 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/configerr"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/prioritizer"
@@ -41,7 +43,9 @@ type Message struct {
 	// "order.created.v1".
 	PayloadType string
 	Payload     []byte
-	// Headers travel with the message (stored as a JSON object).
+	// Headers travel with the message (stored as a JSON object). Keys and
+	// values must be valid UTF-8 (ErrInvalidHeaders otherwise); they are
+	// delivered exactly as given.
 	Headers map[string]string
 }
 
@@ -61,6 +65,7 @@ type QueueConfig struct {
 	// Handler consumes the queue; nil registers it for enqueueing only (a
 	// producer-only process), and other processes consume it.
 	Handler *processor.Handler
+	// Options tune the queue's processing; zero fields take their defaults.
 	Options processor.QueueOptions
 }
 
@@ -69,8 +74,12 @@ type QueueConfig struct {
 type Config struct {
 	// Migrate creates or upgrades the schema in Start. Defaults to false.
 	Migrate bool
-	Logger  *slog.Logger
-	Queues  []QueueConfig
+	// Logger receives every task's warnings and errors. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// Queues are registered at Start, all or none. Defaults to none (an
+	// outbox that only serves WaitProcessed and Stats).
+	Queues []QueueConfig
 	// MaxPayloadBytes bounds payload plus headers of one message. Defaults
 	// to 64 KiB; at most the dialect's cap (one row must fit one statement).
 	MaxPayloadBytes int
@@ -86,9 +95,11 @@ type Config struct {
 	// reconciler scan finds the rows). No queue may have a handler.
 	// Defaults to false.
 	ProducerOnly bool
-	Sequencer    sequencer.Config
-	Processor    processor.Config
-	Vacuum       vacuum.Config
+	// Sequencer, Processor and Vacuum tune the background tasks; every
+	// field of each documents its default in its own package.
+	Sequencer sequencer.Config
+	Processor processor.Config
+	Vacuum    vacuum.Config
 }
 
 // WithDefaults fills zero fields.
@@ -103,6 +114,10 @@ func (c Config) WithDefaults() Config {
 	c.Sequencer.Logger = cmp.Or(c.Sequencer.Logger, c.Logger)
 	c.Processor.Logger = cmp.Or(c.Processor.Logger, c.Logger)
 	c.Vacuum.Logger = cmp.Or(c.Vacuum.Logger, c.Logger)
+	c.Queues = slices.Clone(c.Queues)
+	for i := range c.Queues {
+		c.Queues[i].Options = c.Queues[i].Options.WithDefaults()
+	}
 	c.Sequencer = c.Sequencer.WithDefaults()
 	c.Processor = c.Processor.WithDefaults()
 	c.Vacuum = c.Vacuum.WithDefaults()
@@ -110,9 +125,9 @@ func (c Config) WithDefaults() Config {
 }
 
 // Validate checks the configuration against the dialect's limits.
-func (c Config) Validate(d dialect.Dialect) error {
+func (c Config) Validate(d dialect.Base) error {
 	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+		return configerr.New(field, format, args...)
 	}
 	seen := map[string]bool{}
 	for i, q := range c.Queues {
@@ -127,30 +142,35 @@ func (c Config) Validate(d dialect.Dialect) error {
 			return bad("Queues["+q.Name+"].Partitions", "%d: must be %d..%d", q.Partitions, MinPartitions, MaxPartitions)
 		}
 		if err := q.Options.Validate(); err != nil {
-			return bad("Queues["+q.Name+"].Options", "%v", err)
+			return configerr.In("Queues["+q.Name+"].Options", err)
 		}
 		if c.ProducerOnly && q.Handler != nil {
 			return bad("Queues["+q.Name+"].Handler", "a producer-only process runs no handlers")
 		}
+		if q.Handler != nil {
+			if err := q.Handler.Validate(); err != nil {
+				return bad("Queues["+q.Name+"].Handler", "%v", err)
+			}
+		}
 	}
 	switch {
-	case c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > d.MaxPayloadBytes():
-		return bad("MaxPayloadBytes", "%d: must be 1..%d on %s", c.MaxPayloadBytes, d.MaxPayloadBytes(), d.Name())
+	case c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > d.Limits().MaxPayloadBytes:
+		return bad("MaxPayloadBytes", "%d: must be 1..%d on %s", c.MaxPayloadBytes, d.Limits().MaxPayloadBytes, d.Name())
 	case c.EnqueueChunkRows < 1 || c.EnqueueChunkRows > 100000:
 		return bad("EnqueueChunkRows", "%d: must be 1..100000", c.EnqueueChunkRows)
-	case c.EnqueueChunkBytes < 1<<10 || c.EnqueueChunkBytes > d.MaxStatementBytes():
-		return bad("EnqueueChunkBytes", "%d: must be 1 KiB..%d on %s", c.EnqueueChunkBytes, d.MaxStatementBytes(), d.Name())
+	case c.EnqueueChunkBytes < 1<<10 || c.EnqueueChunkBytes > d.Limits().MaxStatementBytes:
+		return bad("EnqueueChunkBytes", "%d: must be 1 KiB..%d on %s", c.EnqueueChunkBytes, d.Limits().MaxStatementBytes, d.Name())
 	case c.MaybeDirtyWindow < 0:
 		return bad("MaybeDirtyWindow", "must be >= 0")
 	}
 	if err := c.Sequencer.Validate(); err != nil {
-		return bad("Sequencer", "%v", err)
+		return configerr.In("Sequencer", err)
 	}
 	if err := c.Processor.Validate(); err != nil {
-		return bad("Processor", "%v", err)
+		return configerr.In("Processor", err)
 	}
 	if err := c.Vacuum.Validate(); err != nil {
-		return bad("Vacuum", "%v", err)
+		return configerr.In("Vacuum", err)
 	}
 	return nil
 }
@@ -182,18 +202,52 @@ type Outbox struct {
 	runErr   error
 }
 
+// EnqueueStore is what enqueueing and registration need from the SQL layer.
+type EnqueueStore interface {
+	dialect.Base
+	QueueRegister(ctx context.Context, params *dialect.QueueRegisterParams) ([][]int64, error)
+	MessageInsertMany(ctx context.Context, params *dialect.MessageInsertManyParams) error
+	MessagePendingList(ctx context.Context, params *dialect.MessagePendingListParams) ([]dialect.MessageID, error)
+}
+
+// StatsStore is what Stats needs from the SQL layer.
+type StatsStore interface {
+	PartitionStats(ctx context.Context, params *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error)
+	DeadLetterCount(ctx context.Context, params *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error)
+}
+
+// SchemaStore is what migrations need from the SQL layer.
+type SchemaStore interface {
+	SchemaMigrate(ctx context.Context, params *dialect.SchemaMigrateParams) error
+	SchemaDrop(ctx context.Context, params *dialect.SchemaDropParams) error
+}
+
+// A dialect serves every consumer.
+var (
+	_ EnqueueStore    = dialect.Dialect(nil)
+	_ StatsStore      = dialect.Dialect(nil)
+	_ SchemaStore     = dialect.Dialect(nil)
+	_ sequencer.Store = dialect.Dialect(nil)
+	_ processor.Store = dialect.Dialect(nil)
+	_ vacuum.Store    = dialect.Dialect(nil)
+)
+
 // Start validates cfg, migrates if asked, registers the queues and starts
 // the background tasks. The tasks outlive ctx; end them with Stop.
+// Migration and registration retry transient errors (a dropped
+// connection, a deadlock) until ctx ends.
 func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) {
 	if cfg.Sequencer.Workers == 0 {
-		cfg.Sequencer.Workers = sequencer.WorkersFor(d)
+		cfg.Sequencer.Workers = d.Tuning().SequencerWorkers
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(d); err != nil {
 		return nil, err
 	}
 	if cfg.Migrate {
-		if err := d.SchemaMigrate(ctx); err != nil {
+		if err := retryTransient(ctx, d, cfg.Logger, "migrate", func() error {
+			return d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{})
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -201,14 +255,26 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 		d: d, cfg: cfg, log: cfg.Logger, queues: make(map[string]*queueInfo),
 		stopping: make(chan struct{}), done: make(chan struct{}),
 	}
+	// All queues or none: a mismatch on one must not leave the others
+	// registered with counts the application did not end up starting with.
+	defs := make([]dialect.QueueDef, len(cfg.Queues))
+	for i, q := range cfg.Queues {
+		defs[i] = dialect.QueueDef{Queue: q.Name, Partitions: q.Partitions}
+	}
 	var specs []processor.QueueSpec
-	for _, q := range cfg.Queues {
-		ids, err := d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queue: q.Name, Partitions: q.Partitions})
-		if err != nil {
+	if len(defs) > 0 {
+		var allIDs [][]int64
+		if err := retryTransient(ctx, d, cfg.Logger, "register queues", func() error {
+			var err error
+			allIDs, err = d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queues: defs})
+			return err
+		}); err != nil {
 			return nil, err
 		}
-		o.queues[q.Name] = &queueInfo{name: q.Name, ids: ids}
-		specs = append(specs, processor.QueueSpec{Name: q.Name, Handler: q.Handler, Options: q.Options, PartitionIDs: ids})
+		for i, q := range cfg.Queues {
+			o.queues[q.Name] = &queueInfo{name: q.Name, ids: allIDs[i]}
+			specs = append(specs, processor.QueueSpec{Name: q.Name, Handler: q.Handler, Options: q.Options, PartitionIDs: allIDs[i]})
+		}
 	}
 	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
 	o.procs = processor.NewPool(d, cfg.Processor, specs)
@@ -230,9 +296,31 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	return o, nil
 }
 
-// Stop stops taking new work and waits for in-flight batches to finish. If
-// ctx ends first, it cancels them (their transactions roll back, leases
-// expire) and returns ctx's error. Safe to call more than once.
+// retryTransient runs fn until it succeeds, fails for good, or ctx ends:
+// a process starting while the database restarts or a connection is killed
+// should wait for it, not give up. Backoff 50 ms doubling to 5 s.
+func retryTransient(ctx context.Context, d dialect.Base, log *slog.Logger, what string, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !d.IsTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		delay := lifecycle.Backoff(attempt, 50*time.Millisecond, 5*time.Second)
+		log.Warn("transient database error; retrying", slog.String("step", what), slog.Int("attempt", attempt),
+			slog.Duration("retry_in", delay), slog.Any("error", err))
+		if !lifecycle.Sleep(ctx, delay) {
+			return err
+		}
+	}
+}
+
+// Stop stops taking new work and waits for in-flight batches to finish.
+// If ctx ends first, it cancels them and returns ctx's error at once, as
+// http.Server.Shutdown does: their transactions roll back and their
+// leases expire, so another process (or the next start) redelivers them
+// and nothing is lost. A handler that ignores its context may still be
+// running when Stop returns; Stopped is closed once every task has ended.
+// Safe to call more than once.
 func (o *Outbox) Stop(ctx context.Context) error {
 	o.stopOnce.Do(func() { close(o.stopping) })
 	select {
@@ -241,16 +329,13 @@ func (o *Outbox) Stop(ctx context.Context) error {
 		return o.runErr
 	case <-ctx.Done():
 		o.cancel()
-		<-o.done
 		return ctx.Err()
 	}
 }
 
-// Stopped is closed once every background task has ended.
+// Stopped is closed once every background task has ended: after Stop
+// returned, or later when Stop's context ended before a handler did.
 func (o *Outbox) Stopped() <-chan struct{} { return o.done }
-
-// Dialect returns the dialect the outbox runs on.
-func (o *Outbox) Dialect() dialect.Dialect { return o.d }
 
 // Enqueue writes one message on conn (usually the caller's transaction) and
 // returns its id. See EnqueueBatch.
@@ -281,20 +366,19 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	switch c := conn.(type) {
-	case nil:
+	if isNilConn(conn) {
 		return nil, ErrNilConn
+	}
+	switch c := conn.(type) {
 	case *bun.DB:
-		unlock := o.d.LockWriter()
-		err = c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, rows) })
-		unlock()
+		err = o.withWriter(func() error {
+			return c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, rows) })
+		})
 		if err == nil {
 			o.markCommitted(rows)
 		}
 	case *sql.DB:
-		unlock := o.d.LockWriter()
-		err = o.insertInSQLTx(ctx, c, rows)
-		unlock()
+		err = o.withWriter(func() error { return o.insertInSQLTx(ctx, c, rows) })
 		if err == nil {
 			o.markCommitted(rows)
 		}
@@ -305,10 +389,42 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: enqueue to %q: %w", queue, err)
+		return nil, dialect.Wrap(err, fmt.Sprintf("enqueue to %q", queue))
 	}
 	o.enqueued.Add(int64(len(rows)))
 	return ids, nil
+}
+
+// withWriter runs fn holding the process's single-writer lock (SQLite), and
+// releases it however fn ends, a panic included: a lock left taken would
+// hang every later write of the process.
+func (o *Outbox) withWriter(fn func() error) error {
+	unlock := o.d.LockWriter()
+	defer unlock()
+	return fn()
+}
+
+// isNilConn reports a connection that would panic on first use: a nil
+// interface, a typed nil pointer (*sql.Tx)(nil), or a zero bun.Tx/bun.Conn.
+func isNilConn(conn bun.IConn) bool {
+	switch c := conn.(type) {
+	case nil:
+		return true
+	case bun.Tx:
+		return c.Tx == nil
+	case *bun.Tx:
+		return c == nil || c.Tx == nil
+	case bun.Conn:
+		return c.Conn == nil
+	case *bun.Conn:
+		return c == nil || c.Conn == nil
+	}
+	v := reflect.ValueOf(conn)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 func (o *Outbox) checkOpen() error {
@@ -352,12 +468,9 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 			e.Max = len(q.ids)
 			return nil, e
 		}
-		var headers []byte
-		if m.Headers != nil {
-			var err error
-			if headers, err = json.Marshal(m.Headers); err != nil {
-				return nil, fail(fmt.Errorf("%w: %w", ErrInvalidHeaders, err))
-			}
+		headers, err := EncodeHeaders(m.Headers)
+		if err != nil {
+			return nil, fail(err)
 		}
 		if size := len(m.Payload) + len(headers); size > o.cfg.MaxPayloadBytes {
 			e := fail(ErrPayloadTooLarge)
@@ -380,21 +493,11 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 	return rows, nil
 }
 
-// insert writes rows in chunks bounded by rows and by statement bytes.
+// insert writes rows on conn; the SQL layer splits them into statements.
 func (o *Outbox) insert(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-	start, size := 0, 0
-	for i := range rows {
-		// Hex doubles bytes; the rest is the id twice, the type and SQL text.
-		rowBytes := 2*(len(rows[i].Payload)+len(rows[i].Headers)) + len(rows[i].PayloadType) + 160
-		if i > start && (i-start >= o.cfg.EnqueueChunkRows || size+rowBytes > o.cfg.EnqueueChunkBytes) {
-			if err := o.d.MessageInsertMany(ctx, conn, &dialect.MessageInsertManyParams{Rows: rows[start:i]}); err != nil {
-				return err
-			}
-			start, size = i, 0
-		}
-		size += rowBytes
-	}
-	return o.d.MessageInsertMany(ctx, conn, &dialect.MessageInsertManyParams{Rows: rows[start:]})
+	return o.d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{
+		Conn: conn, Rows: rows, ChunkRows: o.cfg.EnqueueChunkRows, ChunkBytes: o.cfg.EnqueueChunkBytes,
+	})
 }
 
 func (o *Outbox) insertInSQLTx(ctx context.Context, db *sql.DB, rows []dialect.MessageRow) error {
@@ -461,11 +564,12 @@ func (c *collector) add(ids []int64) {
 // queues on the process's single writer, so do not start another write
 // transaction from inside fn.
 func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrNilConn)
+	}
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
-	unlock := o.d.LockWriter()
-	err := o.d.DB().RunInTx(ctx, nil, fn)
-	unlock()
+	err := o.withWriter(func() error { return o.d.DB().RunInTx(ctx, nil, fn) })
 	if err != nil {
 		return err
 	}
@@ -506,18 +610,8 @@ func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
 	}
 }
 
-// pending asks in chunks: one IN list of every id could outgrow a statement.
 func (o *Outbox) pending(ctx context.Context, ids []MessageID) ([]MessageID, error) {
-	const chunk = 1000
-	var out []MessageID
-	for start := 0; start < len(ids); start += chunk {
-		p, err := o.d.MessagePendingList(ctx, ids[start:min(start+chunk, len(ids))])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p...)
-	}
-	return out, nil
+	return o.d.MessagePendingList(ctx, &dialect.MessagePendingListParams{IDs: ids})
 }
 
 // Counters are this process's pipeline counts since Start.
@@ -572,11 +666,11 @@ type Stats struct {
 
 // Stats reads every partition's backlog and dead letters from the database.
 func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
-	ps, err := o.d.PartitionStats(ctx)
+	ps, err := o.d.PartitionStats(ctx, &dialect.PartitionStatsParams{})
 	if err != nil {
 		return Stats{}, err
 	}
-	dls, err := o.d.DeadLetterCount(ctx)
+	dls, err := o.d.DeadLetterCount(ctx, &dialect.DeadLetterCountParams{})
 	if err != nil {
 		return Stats{}, err
 	}

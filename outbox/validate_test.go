@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -138,4 +139,30 @@ func TestQueueNameErrorMessage(t *testing.T) {
 	require.Contains(t, err.Error(), `"bad name"`)
 	require.Contains(t, err.Error(), "1..64")
 	require.False(t, errors.Is(err, outbox.ErrInvalidPayloadType), "must match only its own sentinel")
+}
+
+// TestPartitionForKeyTotal: counts below 1 never panic or go out of range.
+func TestPartitionForKeyTotal(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, -1, -1024, math.MinInt} {
+		require.NotPanics(t, func() { require.Zero(t, outbox.PartitionForKey("tenant-42", n), "n=%d", n) })
+	}
+	require.Zero(t, outbox.PartitionForKey("tenant-42", 1))
+}
+
+func TestEncodeHeaders(t *testing.T) {
+	t.Parallel()
+	b, err := outbox.EncodeHeaders(nil)
+	require.NoError(t, err)
+	require.Nil(t, b, "nil headers are stored as NULL")
+	for name, h := range map[string]map[string]string{
+		"invalid key":    {"\xc3(": "v"},
+		"invalid value":  {"k": "\xff\xfe\xfd"},
+		"lone surrogate": {"k": "\xed\xa0\x80"},
+	} {
+		_, err := outbox.EncodeHeaders(h)
+		require.ErrorIs(t, err, outbox.ErrInvalidHeaders, name)
+		var herr *outbox.HeaderError
+		require.ErrorAs(t, err, &herr, name)
+	}
 }

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -14,9 +15,8 @@ import (
 
 // leaseFakeDialect serves one partition's messages through leases and
 // records every call, so the step logic can be checked without a database.
-// Methods it does not override panic through the nil interface.
 type leaseFakeDialect struct {
-	dialect.Dialect
+	baseFake
 	msgs      []dialect.OutgoingMessage
 	processed int64
 	leases    int // ProcessorLease calls
@@ -43,7 +43,8 @@ func (f *leaseFakeDialect) ProcessorLease(_ context.Context, p *dialect.Processo
 	return dialect.ProcessorLeaseResult{Leased: true, State: dialect.ProcessorState{ProcessedSeq: f.processed}, Messages: msgs}, nil
 }
 
-func (f *leaseFakeDialect) ProcessorAckLease(_ context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (f *leaseFakeDialect) ProcessorAckLease(_ context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	ack, next := p.Ack, p.Next
 	f.ackLeases++
 	f.processed = ack.ProcessedSeq
 	msgs := f.batch(next.Limit)
@@ -119,7 +120,6 @@ func TestReleasePendingRestoresAttempts(t *testing.T) {
 	require.Equal(t, "me", a.Owner, "guarded by our lease")
 	require.Equal(t, int64(7), a.ProcessedSeq, "the cursor does not move")
 	require.Equal(t, 2, a.Attempts, "the count from before the lease")
-	require.Zero(t, a.Acked)
 	require.Zero(t, a.RetryAfter)
 
 	tk.releasePending(context.Background()) // nothing pending: no call
@@ -150,4 +150,44 @@ func TestStalePendingLeaseIsGivenBack(t *testing.T) {
 	require.Len(t, fake.acks, 1, "the stale lease was given back")
 	require.Equal(t, 1, fake.leases, "and a fresh one taken")
 	require.Equal(t, []int64{1}, got, "the handler ran under the fresh lease")
+}
+
+// refusingDialect refuses, once, any outcome that carries an error text
+// other than the fixed note, as a database refusing a value would.
+type refusingDialect struct {
+	leaseFakeDialect
+	refused int
+}
+
+var errRefused = errors.New("invalid byte sequence")
+
+func (f *refusingDialect) IsRetryable(error) bool { return false }
+
+func (f *refusingDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	if p.LastError != "" && p.LastError != unrecordedErrorText {
+		f.refused++
+		return errRefused
+	}
+	return f.leaseFakeDialect.ProcessorAck(ctx, p)
+}
+
+// TestRefusedFailureIsRecordedWithoutText: when the database refuses a
+// failure's error text, the failure is recorded anyway (attempts counted,
+// retry scheduled) with a fixed note instead of the text, so MaxAttempts
+// still ends a failing head.
+func TestRefusedFailureIsRecordedWithoutText(t *testing.T) {
+	t.Parallel()
+	fake := &refusingDialect{leaseFakeDialect: leaseFakeDialect{msgs: []dialect.OutgoingMessage{{Seq: 1}}}}
+	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
+		Name: "q", Handler: Leased(func(context.Context, Delivery) error { return errors.New("unstorable") }),
+		PartitionIDs: []int64{1}, Options: DefaultQueueOptions(),
+	}})
+	tk := p.tasks[1]
+	_, err := tk.stepLeased(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, fake.refused)
+	require.Len(t, fake.acks, 1)
+	require.Equal(t, unrecordedErrorText, fake.acks[0].LastError)
+	require.Equal(t, 1, fake.acks[0].Attempts, "the failure is counted")
+	require.Positive(t, fake.acks[0].RetryAfter)
 }

@@ -65,9 +65,31 @@ type Handler struct {
 // Mode reports how the handler runs.
 func (h *Handler) Mode() Mode { return h.mode }
 
+// ErrInvalidHandler matches a Handler that cannot run: built from a nil
+// function, or not built by Leased, LeasedBatch, Transactional or
+// TransactionalBatch.
+var ErrInvalidHandler = errors.New("seqbox: invalid handler")
+
+// Validate reports a handler that cannot run, before any message reaches it.
+func (h *Handler) Validate() error {
+	switch {
+	case h == nil:
+		return fmt.Errorf("%w: nil", ErrInvalidHandler)
+	case h.mode == ModeLeased && h.leased != nil, h.mode == ModeTransactional && h.txBatch != nil:
+		return nil
+	case h.mode == ModeLeased || h.mode == ModeTransactional:
+		return fmt.Errorf("%w: built from a nil function", ErrInvalidHandler)
+	default:
+		return fmt.Errorf("%w: build it with processor.Leased, LeasedBatch, Transactional or TransactionalBatch", ErrInvalidHandler)
+	}
+}
+
 // Leased handles one message at a time outside any transaction. Return nil
 // to ack, an error to retry later, Reject(err) to dead-letter the message.
 func Leased(fn func(ctx context.Context, d Delivery) error) *Handler {
+	if fn == nil {
+		return &Handler{mode: ModeLeased}
+	}
 	return &Handler{mode: ModeLeased, leased: func(ctx context.Context, b *Batch) error {
 		return b.each(ctx, fn)
 	}}
@@ -81,6 +103,9 @@ func LeasedBatch(fn func(ctx context.Context, b *Batch) error) *Handler {
 // Transactional handles one message at a time inside the ack transaction.
 // An error rolls back the whole batch, the handler's writes included.
 func Transactional(fn func(ctx context.Context, tx bun.Tx, d Delivery) error) *Handler {
+	if fn == nil {
+		return &Handler{mode: ModeTransactional}
+	}
 	return &Handler{mode: ModeTransactional, txBatch: func(ctx context.Context, tx bun.Tx, b *Batch) error {
 		return b.each(ctx, func(ctx context.Context, d Delivery) error { return fn(ctx, tx, d) })
 	}}

@@ -1,15 +1,21 @@
 package processor
 
 import (
+	"cmp"
 	"errors"
-	"fmt"
 	"time"
+
+	"github.com/seqbox/seqbox/internal/configerr"
 )
 
-// Queue defaults.
+// Queue defaults. A zero field of QueueOptions takes its default; a
+// negative value means "never" where a field allows it.
 const (
-	BatchSizeDefault      = 100
-	MaxAttemptsDefault    = 10
+	BatchSizeDefault   = 100
+	MaxAttemptsDefault = 10
+	// MaxAttemptsNever: the head is never dead-lettered; the partition waits
+	// until the handler succeeds.
+	MaxAttemptsNever      = -1
 	RetryBaseDefault      = time.Second
 	RetryMaxDefault       = 5 * time.Minute
 	LeaseDefault          = 30 * time.Second
@@ -22,8 +28,8 @@ type QueueOptions struct {
 	// BatchSize is the most messages per handler call. Defaults to 100.
 	BatchSize int
 	// MaxAttempts is how many failed deliveries of the head message send it
-	// to dead letters; 0 means never (the partition waits for the handler to
-	// succeed). Defaults to 10.
+	// to dead letters; MaxAttemptsNever (any negative value) means never:
+	// the partition waits for the handler to succeed. Defaults to 10.
 	MaxAttempts int
 	// RetryBase and RetryMax shape the retry delay: full jitter over
 	// RetryBase*2^(n-1), capped at RetryMax. Default 1s and 5m.
@@ -50,19 +56,41 @@ func DefaultQueueOptions() QueueOptions {
 	}
 }
 
-// NewQueueOptions applies opts over the defaults.
+// NewQueueOptions applies opts over the defaults. A nil option is
+// skipped (the Builder reports it as a configuration error).
 func NewQueueOptions(opts ...QueueOption) QueueOptions {
 	o := DefaultQueueOptions()
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil {
+			opt(&o)
+		}
 	}
+	return o.WithDefaults()
+}
+
+// WithDefaults fills zero fields with their defaults.
+func (o QueueOptions) WithDefaults() QueueOptions {
+	o.BatchSize = cmp.Or(o.BatchSize, BatchSizeDefault)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, MaxAttemptsDefault)
+	o.RetryBase = cmp.Or(o.RetryBase, RetryBaseDefault)
+	o.RetryMax = cmp.Or(o.RetryMax, max(RetryMaxDefault, o.RetryBase))
+	o.Lease = cmp.Or(o.Lease, LeaseDefault)
+	o.LeaseHeadroom = cmp.Or(o.LeaseHeadroom, min(LeaseHeadroomDefault, o.Lease/2))
+	o.HandlerTimeout = cmp.Or(o.HandlerTimeout, HandlerTimeoutDefault)
 	return o
+}
+
+// deadLetters reports whether a head that failed attempts times goes to
+// dead letters now.
+func (o QueueOptions) deadLetters(attempts int) bool {
+	return o.MaxAttempts > 0 && attempts >= o.MaxAttempts
 }
 
 // BatchSize sets the most messages per handler call (1..10000).
 func BatchSize(n int) QueueOption { return func(o *QueueOptions) { o.BatchSize = n } }
 
-// MaxAttempts sets the failures after which a message is dead-lettered; 0 = never.
+// MaxAttempts sets the failures after which a message is dead-lettered;
+// MaxAttemptsNever (negative) = never.
 func MaxAttempts(n int) QueueOption { return func(o *QueueOptions) { o.MaxAttempts = n } }
 
 // Retry sets the retry backoff base and cap.
@@ -83,22 +111,25 @@ func HandlerTimeout(d time.Duration) QueueOption {
 // ErrInvalidOptions matches every option validation error.
 var ErrInvalidOptions = errors.New("seqbox: invalid queue options")
 
-// Validate reports options that cannot work.
+// Validate reports options that cannot work, naming the field; the error
+// matches ErrInvalidOptions and ErrInvalidConfig.
 func (o QueueOptions) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, fmt.Sprintf(format, args...))
+	bad := func(field, format string, args ...any) error {
+		e := configerr.New(field, format, args...)
+		e.Also = ErrInvalidOptions
+		return e
 	}
 	switch {
 	case o.BatchSize < 1 || o.BatchSize > 10000:
-		return bad("batch size %d: must be 1..10000", o.BatchSize)
-	case o.MaxAttempts < 0:
-		return bad("max attempts %d: must be >= 0 (0 = never dead-letter)", o.MaxAttempts)
+		return bad("BatchSize", "%d: must be 1..10000", o.BatchSize)
 	case o.RetryBase <= 0 || o.RetryMax < o.RetryBase:
-		return bad("retry base %v / max %v: need 0 < base <= max", o.RetryBase, o.RetryMax)
-	case o.Lease < time.Millisecond*100 || o.LeaseHeadroom <= 0 || o.LeaseHeadroom >= o.Lease:
-		return bad("lease %v / headroom %v: need lease >= 100ms and 0 < headroom < lease", o.Lease, o.LeaseHeadroom)
+		return bad("RetryBase", "%v (max %v): need 0 < base <= max", o.RetryBase, o.RetryMax)
+	case o.Lease < time.Millisecond*100:
+		return bad("Lease", "%v: must be >= 100ms", o.Lease)
+	case o.LeaseHeadroom <= 0 || o.LeaseHeadroom >= o.Lease:
+		return bad("LeaseHeadroom", "%v (lease %v): need 0 < headroom < lease", o.LeaseHeadroom, o.Lease)
 	case o.HandlerTimeout <= 0:
-		return bad("handler timeout %v: must be > 0", o.HandlerTimeout)
+		return bad("HandlerTimeout", "%v: must be > 0", o.HandlerTimeout)
 	}
 	return nil
 }

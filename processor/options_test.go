@@ -38,7 +38,6 @@ func TestQueueOptionsValidate(t *testing.T) {
 	}{
 		{"batch size zero", func(o *processor.QueueOptions) { o.BatchSize = 0 }},
 		{"batch size too large", func(o *processor.QueueOptions) { o.BatchSize = 10001 }},
-		{"negative max attempts", func(o *processor.QueueOptions) { o.MaxAttempts = -1 }},
 		{"zero retry base", func(o *processor.QueueOptions) { o.RetryBase = 0 }},
 		{"negative retry base", func(o *processor.QueueOptions) { o.RetryBase = -time.Second }},
 		{"retry max below base", func(o *processor.QueueOptions) { o.RetryBase, o.RetryMax = time.Minute, time.Second }},
@@ -64,7 +63,7 @@ func TestQueueOptionsValidateBoundaries(t *testing.T) {
 	t.Parallel()
 	o := processor.NewQueueOptions(
 		processor.BatchSize(10000),
-		processor.MaxAttempts(0),
+		processor.MaxAttempts(processor.MaxAttemptsNever),
 		processor.Retry(time.Millisecond, time.Millisecond),
 		processor.Lease(100*time.Millisecond, 99*time.Millisecond),
 	)
@@ -93,9 +92,11 @@ func TestNewQueueOptions(t *testing.T) {
 		Lease: time.Minute, LeaseHeadroom: 5 * time.Second, HandlerTimeout: 9 * time.Second,
 	}, got)
 
-	// Options left out keep their defaults.
-	only := processor.NewQueueOptions(processor.MaxAttempts(0))
+	// Options left out keep their defaults; zero means default, nil is skipped.
+	only := processor.NewQueueOptions(processor.MaxAttempts(processor.MaxAttemptsNever), nil)
 	want := processor.DefaultQueueOptions()
-	want.MaxAttempts = 0
+	want.MaxAttempts = processor.MaxAttemptsNever
 	require.Equal(t, want, only)
+	require.Equal(t, processor.DefaultQueueOptions(), processor.NewQueueOptions(processor.MaxAttempts(0), processor.BatchSize(0)))
+	require.Equal(t, processor.DefaultQueueOptions(), processor.QueueOptions{}.WithDefaults())
 }

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/configerr"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
@@ -59,16 +61,21 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports a setting that cannot work.
+// Validate reports a setting that cannot work, naming its field.
 func (c Config) Validate() error {
-	if c.Concurrency < 1 {
-		return errors.New("processor concurrency must be >= 1")
+	switch {
+	case c.Concurrency < 1:
+		return configerr.New("Concurrency", "%d: must be >= 1", c.Concurrency)
+	case c.PollInterval <= 0:
+		return configerr.New("PollInterval", "%v: must be > 0", c.PollInterval)
+	case len(c.Owner) < 1 || len(c.Owner) > 128:
+		return configerr.New("Owner", "%+q: must be 1..128 bytes (the InstanceID)", c.Owner)
 	}
-	if c.PollInterval <= 0 {
-		return errors.New("poll interval must be > 0")
-	}
-	if len(c.Owner) > 128 {
-		return errors.New("owner must be at most 128 bytes")
+	for i := 0; i < len(c.Owner); i++ {
+		if c.Owner[i] < 0x20 || c.Owner[i] > 0x7e {
+			// It is stored in every lease row (an ASCII column on MySQL).
+			return configerr.New("Owner", "%+q: use printable ASCII only (the InstanceID)", c.Owner)
+		}
 	}
 	return nil
 }
@@ -76,6 +83,12 @@ func (c Config) Validate() error {
 // DefaultOwner is host-pid-random: unique per process start.
 func DefaultOwner() string {
 	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune { // printable ASCII, as Validate wants
+		if r < 0x20 || r > 0x7e {
+			return '_'
+		}
+		return r
+	}, host)
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	owner := fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
@@ -100,9 +113,32 @@ type Counters struct {
 	DeadLettered int64
 }
 
+// Store is what the processor needs from the SQL layer (dialect.Dialect
+// has it all).
+type Store interface {
+	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
+	IsRetryable(err error) bool
+	ProcessorReadyList(ctx context.Context, params *dialect.ProcessorReadyListParams) ([]int64, error)
+	ProcessorLease(ctx context.Context, params *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error)
+	ProcessorAck(ctx context.Context, params *dialect.ProcessorUpdateParams) error
+	ProcessorLock(ctx context.Context, params *dialect.ProcessorLockParams) (dialect.ProcessorLockResult, error)
+	OutgoingList(ctx context.Context, params *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error)
+	ProcessorUpdate(ctx context.Context, params *dialect.ProcessorUpdateParams) error
+}
+
+// AckLeaser is an optional fast path of a Store, found by type assertion:
+// a clean ack and the partition's next lease (with its batch read) in one
+// transaction, so a partition with work costs one commit per batch instead
+// of two. When the partition has nothing more, the lease is released and
+// Leased is false. A Store without it (SQLite, where the single writer is
+// the bottleneck and commits are cheap) acks, then leases.
+type AckLeaser interface {
+	ProcessorAckLease(ctx context.Context, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error)
+}
+
 // Pool runs one task per partition of every queue with a handler.
 type Pool struct {
-	d     dialect.Dialect
+	d     Store
 	cfg   Config
 	log   *slog.Logger
 	sem   *semaphore.Weighted
@@ -113,7 +149,7 @@ type Pool struct {
 }
 
 // NewPool builds the pool; cfg and every queue's options must be valid.
-func NewPool(d dialect.Dialect, cfg Config, queues []QueueSpec) *Pool {
+func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 	cfg = cfg.WithDefaults()
 	p := &Pool{
 		d: d, cfg: cfg, log: cfg.Logger.With("component", "processor"),
@@ -325,7 +361,7 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		// Everything was acked before the error: no message is left to
 		// retry, reject or blame (and msgs[acked] below would not exist).
 		herr = nil
-	case errors.Is(herr, ErrRejected):
+	case isRejected(herr):
 		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, deliveries(acked)))
 		acked++
 		herr = nil
@@ -337,20 +373,20 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		return msgs[n-1].Seq
 	}
 	if herr == nil {
-		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), int64(acked), dls), acked: acked, dead: len(dls)}
+		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls), acked: acked, dead: len(dls)}
 	}
 	// The head of what is left failed. Its count continues only if it was
 	// already the head; a new head starts at one.
 	failures := deliveries(acked)
-	if t.opts.MaxAttempts > 0 && failures >= t.opts.MaxAttempts {
+	if t.opts.deadLetters(failures) {
 		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
 		acked++
-		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), int64(acked), dls), acked: acked, dead: len(dls), failure: herr}
+		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls), acked: acked, dead: len(dls), failure: herr}
 	}
 	delay := lifecycle.FullJitter(failures, t.opts.RetryBase, t.opts.RetryMax)
 	return outcome{
-		update: dialect.ProcessorFailure(t.id, owner, seqAt(acked), int64(acked), failures,
-			deadletter.TruncateError(herr.Error()), max(delay, time.Millisecond), dls),
+		update: dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
+			dialect.ErrorText(dialect.ErrorString(herr)), max(delay, time.Millisecond), dls),
 		acked: acked, dead: len(dls), failed: true, failure: herr,
 	}
 }
@@ -385,7 +421,7 @@ func (t *task) releasePending(ctx context.Context) {
 	}
 	state := t.pending.lease.State
 	t.pending = nil
-	err := t.apply(ctx, dialect.ProcessorFailure(t.id, t.pool.cfg.Owner, state.ProcessedSeq, 0, state.Attempts, "", 0, nil))
+	err := t.apply(ctx, dialect.ProcessorFailure(t.id, t.pool.cfg.Owner, state.ProcessedSeq, state.Attempts, "", 0, nil))
 	if err != nil && ctx.Err() == nil {
 		t.pool.log.Warn("release unused lease failed; it expires by itself", slog.String("queue", t.queue),
 			slog.Int("partition", t.partition), slog.Any("error", err))
@@ -415,12 +451,12 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		}
 	}
 	state, msgs := lease.State, lease.Messages
-	abandoned := t.opts.MaxAttempts > 0 && state.Attempts >= t.opts.MaxAttempts
+	abandoned := t.opts.deadLetters(state.Attempts)
 	if abandoned && len(msgs) > 1 {
 		msgs = msgs[:1] // the head was leased MaxAttempts times and never acked: a crash loop
 	}
 	if len(msgs) == 0 {
-		return false, t.apply(ctx, dialect.ProcessorFailure(t.id, p.cfg.Owner, state.ProcessedSeq, 0, state.Attempts, "", 0, nil))
+		return false, t.apply(ctx, dialect.ProcessorFailure(t.id, p.cfg.Owner, state.ProcessedSeq, state.Attempts, "", 0, nil))
 	}
 	var o outcome
 	if abandoned {
@@ -436,7 +472,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	if !abandoned && !o.failed && o.failure == nil && o.dead == 0 {
 		return t.ackAndLease(ctx, o, len(msgs) == limit)
 	}
-	if err := t.apply(ctx, o.update); err != nil {
+	if err := t.recordOutcome(ctx, o.update, t.apply); err != nil {
 		return t.ackFailed(err)
 	}
 	return t.record(o, !abandoned && len(msgs) == limit), nil
@@ -449,7 +485,7 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 	next := &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease,
 		Limit: min(t.batch*2, t.opts.BatchSize)} // the size record sets after a success
 	at := time.Now()
-	lease, err := p.d.ProcessorAckLease(ctx, o.update, next)
+	lease, err := p.ackLease(ctx, &dialect.ProcessorAckLeaseParams{Ack: o.update, Next: next})
 	if err != nil {
 		return t.ackFailed(err)
 	}
@@ -459,6 +495,18 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 		return true, nil
 	}
 	return false, nil // nothing sequenced past this ack: a notify brings us back
+}
+
+// ackLease acks a clean outcome and takes the next lease: in one
+// transaction when the store has the fast path, else one after the other.
+func (p *Pool) ackLease(ctx context.Context, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	if al, ok := p.d.(AckLeaser); ok {
+		return al.ProcessorAckLease(ctx, params)
+	}
+	if err := p.d.ProcessorAck(ctx, params.Ack); err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return p.d.ProcessorLease(ctx, params.Next)
 }
 
 // ackFailed is a step's result after a failed ack. A lost lease is not an
@@ -474,6 +522,68 @@ func (t *task) ackFailed(err error) (bool, error) {
 
 func (t *task) apply(ctx context.Context, u *dialect.ProcessorUpdateParams) error {
 	return t.pool.d.ProcessorAck(ctx, u)
+}
+
+// recordOutcome applies u (or, with u nil, an outcome apply decides
+// itself) and, should the database refuse it for a reason
+// other than a conflict, a lost lease or the end of ctx, applies it once
+// more with every error text replaced by a fixed note. The error text is
+// the one part of an outcome that comes from outside, and a failure that
+// cannot be recorded would be retried for ever without MaxAttempts ever
+// counting it. The first refusal is logged: it is a seqbox bug to report.
+func (t *task) recordOutcome(ctx context.Context, u *dialect.ProcessorUpdateParams,
+	apply func(context.Context, *dialect.ProcessorUpdateParams) error) error {
+	err := apply(ctx, u)
+	if err == nil || ctx.Err() != nil || errors.Is(err, dialect.ErrLeaseLost) || t.pool.d.IsRetryable(err) ||
+		(u != nil && !hasErrorText(u)) {
+		return err
+	}
+	t.pool.log.Error("recording a handler failure was refused; recording it without the error text",
+		slog.String("queue", t.queue), slog.Int("partition", t.partition), slog.Any("error", err))
+	if u == nil {
+		// The outcome is decided inside apply; a non-nil argument asks it
+		// to drop the error text.
+		return apply(ctx, &dialect.ProcessorUpdateParams{})
+	}
+	return apply(ctx, withoutErrorText(u))
+}
+
+// unrecordedErrorText stands in for an error text the database refused.
+const unrecordedErrorText = "seqbox: the handler's error text could not be stored; see the process log"
+
+func hasErrorText(u *dialect.ProcessorUpdateParams) bool {
+	if u.LastError != "" {
+		return true
+	}
+	for _, d := range u.DeadLetters {
+		if d.LastError != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func withoutErrorText(u *dialect.ProcessorUpdateParams) *dialect.ProcessorUpdateParams {
+	c := *u
+	if c.LastError != "" {
+		c.LastError = unrecordedErrorText
+	}
+	c.DeadLetters = append([]dialect.DeadLetter(nil), u.DeadLetters...)
+	for i := range c.DeadLetters {
+		c.DeadLetters[i].LastError = unrecordedErrorText
+	}
+	return &c
+}
+
+// isRejected is errors.Is(err, ErrRejected) for an error from a handler,
+// whose Is or Unwrap methods may panic: such an error is a plain failure.
+func isRejected(err error) (rejected bool) {
+	defer func() {
+		if recover() != nil {
+			rejected = false
+		}
+	}()
+	return errors.Is(err, ErrRejected)
 }
 
 // errRollback unwinds the transaction after a handler failure.
@@ -495,10 +605,11 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 	limit := t.batch
 	err := p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var err error
-		if state, locked, err = p.d.ProcessorLock(ctx, tx, t.id); err != nil || !locked {
+		lock, err := p.d.ProcessorLock(ctx, &dialect.ProcessorLockParams{Conn: tx, PartitionID: t.id})
+		if state, locked = lock.State, lock.Locked; err != nil || !locked {
 			return err
 		}
-		msgs, err = p.d.OutgoingList(ctx, tx, &dialect.OutgoingListParams{PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
+		msgs, err = p.d.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: tx, PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
 		if err != nil || len(msgs) == 0 {
 			return err
 		}
@@ -510,7 +621,8 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 			return errRollback
 		}
 		o = t.decide(state, "", msgs, b, nil)
-		return p.d.ProcessorUpdate(ctx, tx, o.update)
+		o.update.Conn = tx
+		return p.d.ProcessorUpdate(ctx, o.update)
 	})
 	switch {
 	case errors.Is(err, errRollback):
@@ -530,15 +642,21 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		return true, nil
 	}
 	// The head failed alone: record it (or dead-letter it) under the row lock.
-	err = p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		now, ok, err := p.d.ProcessorLock(ctx, tx, t.id)
-		if err != nil || !ok || now.ProcessedSeq != state.ProcessedSeq {
-			locked = false
-			return err
-		}
-		locked = true
-		o = t.decide(now, "", msgs[:1], &Batch{Messages: b.Messages[:1]}, herr)
-		return p.d.ProcessorUpdate(ctx, tx, o.update)
+	err = t.recordOutcome(ctx, nil, func(ctx context.Context, plain *dialect.ProcessorUpdateParams) error {
+		return p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+			now, err := p.d.ProcessorLock(ctx, &dialect.ProcessorLockParams{Conn: tx, PartitionID: t.id})
+			if err != nil || !now.Locked || now.State.ProcessedSeq != state.ProcessedSeq {
+				locked = false
+				return err
+			}
+			locked = true
+			o = t.decide(now.State, "", msgs[:1], &Batch{Messages: b.Messages[:1]}, herr)
+			if plain != nil {
+				o.update = withoutErrorText(o.update) // the retry of recordOutcome
+			}
+			o.update.Conn = tx
+			return p.d.ProcessorUpdate(ctx, o.update)
+		})
 	})
 	if err != nil || !locked {
 		return false, err

@@ -16,9 +16,9 @@ import (
 
 // txFakeDialect is just enough of a dialect for stepTransactional: one
 // partition whose processor row is always free, and updates recorded instead
-// of written. Methods it does not override panic through the nil interface.
+// of written.
 type txFakeDialect struct {
-	dialect.Dialect
+	baseFake
 	state   dialect.ProcessorState
 	msgs    []dialect.OutgoingMessage
 	updates []dialect.ProcessorUpdateParams
@@ -34,11 +34,11 @@ func (f *txFakeDialect) RunInTx(ctx context.Context, fn func(context.Context, bu
 	return err
 }
 
-func (f *txFakeDialect) ProcessorLock(context.Context, bun.Tx, int64) (dialect.ProcessorState, bool, error) {
-	return f.state, true, nil
+func (f *txFakeDialect) ProcessorLock(context.Context, *dialect.ProcessorLockParams) (dialect.ProcessorLockResult, error) {
+	return dialect.ProcessorLockResult{Locked: true, State: f.state}, nil
 }
 
-func (f *txFakeDialect) OutgoingList(_ context.Context, _ bun.IConn, p *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error) {
+func (f *txFakeDialect) OutgoingList(_ context.Context, p *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error) {
 	var out []dialect.OutgoingMessage
 	for _, m := range f.msgs {
 		if m.Seq > p.AfterSeq && len(out) < p.Limit {
@@ -48,7 +48,7 @@ func (f *txFakeDialect) OutgoingList(_ context.Context, _ bun.IConn, p *dialect.
 	return out, nil
 }
 
-func (f *txFakeDialect) ProcessorUpdate(_ context.Context, _ bun.IConn, p *dialect.ProcessorUpdateParams) error {
+func (f *txFakeDialect) ProcessorUpdate(_ context.Context, p *dialect.ProcessorUpdateParams) error {
 	f.updates = append(f.updates, *p)
 	return nil
 }

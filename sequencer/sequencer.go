@@ -7,13 +7,14 @@ package sequencer
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/seqbox/seqbox/internal/configerr"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/lifecycle"
@@ -26,18 +27,26 @@ const (
 	BatchSizeDefault          = 1000
 	MaxInnerIterationsDefault = 4
 	ReconcileIntervalDefault  = time.Second
+	MovePartitionsDefault     = 32
 )
 
 // Config tunes the sequencer.
 type Config struct {
 	// Workers is how many partitions are sequenced at once. One loop bounds
-	// both throughput and latency. Defaults to WorkersFor(the dialect).
+	// both throughput and latency. Defaults to the database's measured
+	// default (dialect.Tuning: 4 on PostgreSQL, 2 on MySQL/MariaDB, 1 on
+	// SQLite), or WorkersDefault where none is known.
 	Workers int
 	// BatchSize is the rows moved per transaction. Defaults to 1000.
 	BatchSize int
 	// MaxInnerIterations is how many full batches a worker moves from one
 	// partition before it yields it to others. Defaults to 4.
 	MaxInnerIterations int
+	// MovePartitions is the most partitions a worker moves in one
+	// transaction when several are waiting: with many lightly loaded
+	// partitions a commit per partition is what costs. 1 moves one at a
+	// time. Defaults to 32.
+	MovePartitions int
 	// ReconcileInterval is the period of the incoming-table scan. Defaults to 1s.
 	ReconcileInterval time.Duration
 	Logger            *slog.Logger
@@ -48,6 +57,7 @@ func (c Config) WithDefaults() Config {
 	c.Workers = cmp.Or(c.Workers, WorkersDefault)
 	c.BatchSize = cmp.Or(c.BatchSize, BatchSizeDefault)
 	c.MaxInnerIterations = cmp.Or(c.MaxInnerIterations, MaxInnerIterationsDefault)
+	c.MovePartitions = cmp.Or(c.MovePartitions, MovePartitionsDefault)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, ReconcileIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -55,32 +65,30 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// WorkersFor is the default worker count on d, as measured on 2 cores:
-// 4 on PostgreSQL (p50 latency at 1k msgs/s 6 ms vs 9.5 ms with 2, the
-// same throughput); 2 on MySQL/MariaDB (20-40% more sustained throughput
-// than 4: fewer, larger moves, and the same low-rate latency); 1 on
-// single-writer databases (SQLite), where more workers only queue.
-func WorkersFor(d dialect.Dialect) int {
-	switch {
-	case d.Features().Has(dialect.SingleWriter):
-		return 1
-	case d.Name() == dialect.MySQL:
-		return 2
-	}
-	return WorkersDefault
+// Store is what the sequencer needs from the SQL layer (dialect.Dialect
+// has it all).
+type Store interface {
+	// Tuning gives the database's default worker count.
+	Tuning() dialect.Tuning
+	IsRetryable(err error) bool
+	IncomingPartitionList(ctx context.Context, params *dialect.IncomingPartitionListParams) ([]int64, error)
+	SequenceMove(ctx context.Context, params *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error)
+	SequenceMoveMany(ctx context.Context, params *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error)
 }
 
-// Validate reports a setting that cannot work.
+// Validate reports a setting that cannot work, naming its field.
 func (c Config) Validate() error {
 	switch {
 	case c.Workers < 1:
-		return errors.New("sequencer workers must be >= 1")
+		return configerr.New("Workers", "%d: must be >= 1", c.Workers)
 	case c.BatchSize < 1 || c.BatchSize > 10000:
-		return errors.New("sequencer batch size must be 1..10000")
+		return configerr.New("BatchSize", "%d: must be 1..10000", c.BatchSize)
 	case c.MaxInnerIterations < 1:
-		return errors.New("sequencer max inner iterations must be >= 1")
+		return configerr.New("MaxInnerIterations", "%d: must be >= 1", c.MaxInnerIterations)
+	case c.MovePartitions < 1 || c.MovePartitions > 1024:
+		return configerr.New("MovePartitions", "%d: must be 1..1024", c.MovePartitions)
 	case c.ReconcileInterval <= 0:
-		return errors.New("reconcile interval must be > 0")
+		return configerr.New("ReconcileInterval", "%v: must be > 0", c.ReconcileInterval)
 	}
 	return nil
 }
@@ -90,7 +98,7 @@ type Notify func(partitionID int64)
 
 // Sequencer runs the workers and the reconciler.
 type Sequencer struct {
-	d      dialect.Dialect
+	d      Store
 	prio   *prioritizer.Prioritizer
 	notify Notify
 	cfg    Config
@@ -100,7 +108,10 @@ type Sequencer struct {
 }
 
 // New builds a sequencer; cfg must be validated.
-func New(d dialect.Dialect, prio *prioritizer.Prioritizer, notify Notify, cfg Config) *Sequencer {
+func New(d Store, prio *prioritizer.Prioritizer, notify Notify, cfg Config) *Sequencer {
+	if cfg.Workers == 0 {
+		cfg.Workers = d.Tuning().SequencerWorkers
+	}
 	cfg = cfg.WithDefaults()
 	return &Sequencer{d: d, prio: prio, notify: notify, cfg: cfg, log: cfg.Logger.With("component", "sequencer")}
 }
@@ -120,7 +131,19 @@ func (s *Sequencer) Run(ctx context.Context, stopping <-chan struct{}) error {
 				if err != nil {
 					return nil
 				}
-				s.work(ctx, claim)
+				claims := []*prioritizer.Claim{claim}
+				for len(claims) < s.cfg.MovePartitions {
+					more := s.prio.TryTake()
+					if more == nil {
+						break
+					}
+					claims = append(claims, more)
+				}
+				if len(claims) == 1 {
+					s.work(ctx, claim)
+				} else {
+					s.workMany(ctx, claims)
+				}
 			}
 		})
 	}
@@ -139,7 +162,7 @@ func (s *Sequencer) Run(ctx context.Context, stopping <-chan struct{}) error {
 
 // Reconcile marks every partition with incoming rows dirty.
 func (s *Sequencer) Reconcile(ctx context.Context) error {
-	ids, err := s.d.IncomingPartitionList(ctx)
+	ids, err := s.d.IncomingPartitionList(ctx, &dialect.IncomingPartitionListParams{})
 	if err != nil {
 		return err
 	}
@@ -149,14 +172,92 @@ func (s *Sequencer) Reconcile(ctx context.Context) error {
 	return nil
 }
 
+// workMany moves several claimed partitions in one transaction and reports
+// each outcome. A partition whose batch was full goes to the back of the
+// line with its rows still waiting (saturated), so that one busy partition
+// never holds the others' transaction open for long.
+func (s *Sequencer) workMany(ctx context.Context, claims []*prioritizer.Claim) {
+	defer func() {
+		for _, c := range claims {
+			c.Release()
+		}
+	}()
+	pids := make([]int64, len(claims))
+	for i, c := range claims {
+		pids[i] = c.PartitionID()
+	}
+	// A small share each keeps the shared transaction short: the messages
+	// of every partition in it wait for its commit. A partition that fills
+	// its share has a backlog, and goes on alone in full batches (work).
+	limit := min(s.cfg.BatchSize, manyShare)
+	var results []dialect.SequenceMoveResult
+	err := lifecycle.Safely(func() (err error) {
+		results, err = s.d.SequenceMoveMany(ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids, Limit: limit})
+		return err
+	})
+	if err == nil && len(results) != len(claims) {
+		err = fmt.Errorf("sequencer: %d results for %d partitions", len(results), len(claims))
+	}
+	if err != nil {
+		for _, c := range claims {
+			s.failed(ctx, c, err)
+		}
+		return
+	}
+	var backlog []int
+	for i, res := range results {
+		c := claims[i]
+		switch {
+		case res.Skipped:
+			c.Skipped() // another instance holds it: it will move the rows
+		case res.Moved >= limit:
+			s.sequenced.Add(int64(res.Moved))
+			s.notify(res.PartitionID)
+			backlog = append(backlog, i)
+		case res.Moved > 0:
+			s.sequenced.Add(int64(res.Moved))
+			s.notify(res.PartitionID)
+			c.Done(res.Moved, false)
+		default:
+			c.Done(0, false)
+		}
+	}
+	for _, i := range backlog {
+		s.workFrom(ctx, claims[i], results[i].Moved)
+	}
+}
+
+// manyShare is the most rows a partition moves in a shared transaction.
+const manyShare = 100
+
+// failed reports a claim whose move failed.
+func (s *Sequencer) failed(ctx context.Context, claim *prioritizer.Claim, err error) {
+	switch {
+	case ctx.Err() != nil:
+		// Shutting down: the rolled-back batch stays in incoming.
+	case s.d.IsRetryable(err):
+		claim.Retry()
+	default:
+		lifecycle.LogPanic(s.log, "sequence partition failed", fmt.Errorf("partition %d: %w", claim.PartitionID(), err))
+		claim.Failed()
+	}
+}
+
 // work moves batches of one claimed partition and reports the outcome.
 func (s *Sequencer) work(ctx context.Context, claim *prioritizer.Claim) {
 	defer claim.Release()
+	s.workFrom(ctx, claim, 0)
+}
+
+// workFrom is work for a partition that already moved some rows in this
+// claim (a full share of a shared transaction): a backlog, so the moves
+// take the backlog shape at once.
+func (s *Sequencer) workFrom(ctx context.Context, claim *prioritizer.Claim, already int) {
 	pid := claim.PartitionID()
 	err := lifecycle.Safely(func() error {
-		moved := 0
+		moved := already
 		for i := range s.cfg.MaxInnerIterations {
-			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize, Backlog: i > 0})
+			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize, Backlog: i > 0 || already > 0})
 			if err != nil {
 				return err
 			}
@@ -182,24 +283,7 @@ func (s *Sequencer) work(ctx context.Context, claim *prioritizer.Claim) {
 		claim.Done(moved, true) // saturated: back of the line, others get a turn
 		return nil
 	})
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		// Shutting down: the rolled-back batch stays in incoming.
-	case s.d.IsRetryable(err):
-		claim.Retry()
-	default:
-		lifecycle.LogPanic(s.log, "sequence partition failed", fmt.Errorf("partition %d: %w", pid, err))
-		claim.Failed()
+	if err != nil {
+		s.failed(ctx, claim, err)
 	}
-}
-
-// SequenceOnce moves one batch of a partition, bypassing the prioritizer (tests, tools).
-func (s *Sequencer) SequenceOnce(ctx context.Context, partitionID int64) (dialect.SequenceMoveResult, error) {
-	res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: partitionID, Limit: s.cfg.BatchSize})
-	if err == nil && res.Moved > 0 {
-		s.sequenced.Add(int64(res.Moved))
-		s.notify(partitionID)
-	}
-	return res, err
 }

@@ -1,25 +1,37 @@
 package sequencer
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/prioritizer"
 )
 
-type namedDialect struct {
-	dialect.Dialect // nil: only Name and Features are called
-	name            dialect.Name
-	features        dialect.Feature
+// tunedStore is a Store whose only real answer is its tuning.
+type tunedStore struct{ workers int }
+
+func (s tunedStore) Tuning() dialect.Tuning { return dialect.Tuning{SequencerWorkers: s.workers} }
+func (tunedStore) IsRetryable(error) bool   { return false }
+func (tunedStore) IncomingPartitionList(context.Context, *dialect.IncomingPartitionListParams) ([]int64, error) {
+	return nil, nil
+}
+func (tunedStore) SequenceMove(context.Context, *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	return dialect.SequenceMoveResult{}, nil
+}
+func (tunedStore) SequenceMoveMany(context.Context, *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	return nil, nil
 }
 
-func (d namedDialect) Name() dialect.Name        { return d.name }
-func (d namedDialect) Features() dialect.Feature { return d.features }
-
-func TestWorkersFor(t *testing.T) {
+// TestWorkersFromTuning: an unset worker count takes the database's
+// measured default; an explicit one is never overridden.
+func TestWorkersFromTuning(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, 4, WorkersFor(namedDialect{name: dialect.Postgres, features: dialect.RowLocks}))
-	require.Equal(t, 2, WorkersFor(namedDialect{name: dialect.MySQL, features: dialect.RowLocks}))
-	require.Equal(t, 1, WorkersFor(namedDialect{name: dialect.SQLite, features: dialect.SingleWriter}))
+	prio := prioritizer.New(prioritizer.Config{})
+	require.Equal(t, 2, New(tunedStore{workers: 2}, prio, nil, Config{}).cfg.Workers)
+	require.Equal(t, 1, New(tunedStore{workers: 1}, prio, nil, Config{}).cfg.Workers)
+	require.Equal(t, 3, New(tunedStore{workers: 1}, prio, nil, Config{Workers: 3}).cfg.Workers)
+	require.Equal(t, WorkersDefault, New(tunedStore{}, prio, nil, Config{}).cfg.Workers, "no tuning known")
 }

@@ -1,9 +1,10 @@
-// Package vacuum prunes processed rows. Every ack bumps its partition's
-// vacuum counter; a sweep visits only partitions whose counter is above
-// zero, deletes outgoing and body rows at or below the cursor in chunks (one
-// transaction each), then clears the counter if the cursor has not moved
-// past what it deleted, so acks that landed during the sweep are kept for
-// the next one. Sweeps of several processes may overlap safely.
+// Package vacuum prunes processed rows. Each partition records how far it
+// is pruned (vacuum_counter.pruned_seq); a sweep visits the partitions whose
+// cursor is past that, deletes outgoing and body rows up to the cursor in
+// chunks (one transaction each, recording the new pruned seq with the
+// delete), and never reads what it pruned before. Acks do not touch the
+// row. Sweeps of several processes may overlap safely: deletes are
+// idempotent and pruned_seq only grows.
 package vacuum
 
 import (
@@ -17,14 +18,17 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seqbox/seqbox/internal/configerr"
+
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
 // Defaults.
 const (
-	IntervalDefault = time.Second
-	ChunkDefault    = 5000
+	IntervalDefault      = time.Second
+	ChunkDefault         = 5000
+	TableIntervalDefault = 30 * time.Second
 )
 
 // Config tunes the vacuum.
@@ -32,34 +36,56 @@ type Config struct {
 	// Interval between sweeps. Defaults to 1s.
 	Interval time.Duration
 	// Chunk is the most messages deleted per transaction. Defaults to 5000.
-	Chunk  int
-	Logger *slog.Logger
+	Chunk int
+	// TableInterval is how often the tables themselves are vacuumed where
+	// the database needs seqbox to (PostgreSQL with autovacuum off; see
+	// TableVacuumer). Defaults to 30s; negative disables it.
+	TableInterval time.Duration
+	Logger        *slog.Logger
 }
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	c.Chunk = cmp.Or(c.Chunk, ChunkDefault)
+	c.TableInterval = cmp.Or(c.TableInterval, TableIntervalDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
 
-// Validate reports a setting that cannot work.
+// Validate reports a setting that cannot work, naming its field.
 func (c Config) Validate() error {
 	if c.Interval <= 0 {
-		return errors.New("vacuum interval must be > 0")
+		return configerr.New("Interval", "%v: must be > 0", c.Interval)
 	}
 	if c.Chunk < 1 || c.Chunk > 100000 {
-		return errors.New("vacuum chunk must be 1..100000")
+		return configerr.New("Chunk", "%d: must be 1..100000", c.Chunk)
 	}
 	return nil
 }
 
+// Store is what the vacuum needs from the SQL layer (dialect.Dialect has
+// it all).
+type Store interface {
+	// Tuning gives how many partitions a sweep prunes at once.
+	Tuning() dialect.Tuning
+	VacuumCounterList(ctx context.Context, params *dialect.VacuumCounterListParams) ([]dialect.VacuumCounter, error)
+	VacuumDelete(ctx context.Context, params *dialect.VacuumDeleteParams) (int, error)
+}
+
+// TableVacuumer is an optional Store capability, found by type assertion:
+// reclaiming the space of deleted rows when the database would not do it
+// by itself (PostgreSQL with autovacuum off). The vacuum task calls it every
+// Config.TableInterval.
+type TableVacuumer interface {
+	TableVacuum(ctx context.Context, params *dialect.TableVacuumParams) (dialect.TableVacuumResult, error)
+}
+
 // Vacuum is the pruning task.
 type Vacuum struct {
-	d       dialect.Dialect
+	d       Store
 	cfg     Config
 	log     *slog.Logger
 	workers int
@@ -67,21 +93,14 @@ type Vacuum struct {
 }
 
 // New builds a vacuum; cfg must be validated.
-func New(d dialect.Dialect, cfg Config) *Vacuum {
+func New(d Store, cfg Config) *Vacuum {
 	cfg = cfg.WithDefaults()
-	// Partitions are swept in parallel: on a busy server one sweeping
-	// connection gets too small a share to keep up with the acks (MariaDB,
-	// 2 cores, 31k msgs/s: 550k processed rows left after a minute). One
-	// writer gains nothing from more.
-	workers := sweepWorkers
-	if d.Features().Has(dialect.SingleWriter) {
-		workers = 1
-	}
-	return &Vacuum{d: d, cfg: cfg, log: cfg.Logger.With("component", "vacuum"), workers: workers}
+	// Partitions are swept in parallel where the database allows (see
+	// dialect.Tuning): on a busy server one sweeping connection gets too
+	// small a share to keep up with the acks (MariaDB, 2 cores, 31k msgs/s:
+	// 550k processed rows left after a minute).
+	return &Vacuum{d: d, cfg: cfg, log: cfg.Logger.With("component", "vacuum"), workers: max(1, d.Tuning().VacuumWorkers)}
 }
-
-// sweepWorkers is how many partitions a sweep prunes at once.
-const sweepWorkers = 4
 
 // Deleted is the number of messages this process has pruned.
 func (v *Vacuum) Deleted() int64 { return v.deleted.Load() }
@@ -90,6 +109,11 @@ func (v *Vacuum) Deleted() int64 { return v.deleted.Load() }
 func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
 	waitCtx, cancel := lifecycle.UntilStopping(ctx, stopping)
 	defer cancel()
+	if tv, ok := v.d.(TableVacuumer); ok && v.cfg.TableInterval > 0 {
+		var wg sync.WaitGroup
+		wg.Go(func() { v.vacuumTables(waitCtx, tv) })
+		defer wg.Wait()
+	}
 	failures := 0
 	for {
 		delay := v.cfg.Interval
@@ -135,9 +159,12 @@ func (v *Vacuum) Sweep(ctx context.Context) (int, error) {
 // sweep is Sweep, also reporting whether some partition had more than a
 // chunk to delete: the vacuum is behind.
 func (v *Vacuum) sweep(ctx context.Context) (total int, behind bool, err error) {
-	counters, err := v.d.VacuumCounterList(ctx)
+	counters, err := v.d.VacuumCounterList(ctx, &dialect.VacuumCounterListParams{})
 	if err != nil {
 		return 0, false, err
+	}
+	for _, c := range counters {
+		behind = behind || c.ProcessedSeq-c.PrunedSeq > int64(v.cfg.Chunk)
 	}
 	var (
 		mu   sync.Mutex
@@ -145,15 +172,16 @@ func (v *Vacuum) sweep(ctx context.Context) (total int, behind bool, err error) 
 		g    errgroup.Group
 	)
 	g.SetLimit(v.workers)
-	for _, c := range counters {
+	for _, batch := range batches(counters, v.cfg.Chunk) {
 		g.Go(func() error {
-			n, err := v.sweepPartition(ctx, c)
+			n, err := v.d.VacuumDelete(ctx, &dialect.VacuumDeleteParams{Ranges: batch})
+			v.deleted.Add(int64(n))
 			mu.Lock()
 			defer mu.Unlock()
 			total += n
-			behind = behind || n > v.cfg.Chunk
 			if err != nil && ctx.Err() == nil {
-				// One broken partition must not stop the others.
+				// One failing batch must not stop the others; what it left
+				// is found next time.
 				errs = append(errs, err)
 			}
 			return nil
@@ -166,26 +194,51 @@ func (v *Vacuum) sweep(ctx context.Context) (total int, behind bool, err error) 
 	return total, behind, errors.Join(errs...)
 }
 
-func (v *Vacuum) sweepPartition(ctx context.Context, c dialect.VacuumCounter) (int, error) {
-	lowest, err := v.d.VacuumLowestSeq(ctx, c.PartitionID)
-	if err != nil {
-		return 0, err
+// batches groups the partitions' processed rows into transactions of at
+// most chunk messages, several partitions to a transaction: with many
+// lightly loaded partitions one transaction per partition would cost a
+// commit and its round trips for a row or two. Each partition contributes
+// one range of at most chunk rows (seqs are gap-free, so a seq range of n
+// is n rows): batches then never share a partition and can run in
+// parallel, and a partition further behind is taken up by the next sweep,
+// which starts at once (see Run).
+func batches(counters []dialect.VacuumCounter, chunk int) [][]dialect.VacuumRange {
+	var out [][]dialect.VacuumRange
+	var cur []dialect.VacuumRange
+	room := int64(chunk)
+	for _, c := range counters {
+		n := min(c.ProcessedSeq-c.PrunedSeq, int64(chunk))
+		if n <= 0 {
+			continue
+		}
+		if n > room {
+			out, cur, room = append(out, cur), nil, int64(chunk)
+		}
+		cur = append(cur, dialect.VacuumRange{PartitionID: c.PartitionID, FromSeq: c.PrunedSeq, ToSeq: c.PrunedSeq + n})
+		room -= n
 	}
-	total := 0
-	if lowest > 0 && lowest <= c.ProcessedSeq {
-		// Seqs are gap-free, so a seq range of Chunk is exactly Chunk rows.
-		for from := lowest - 1; from < c.ProcessedSeq; {
-			to := min(from+int64(v.cfg.Chunk), c.ProcessedSeq)
-			n, err := v.d.VacuumDelete(ctx, &dialect.VacuumDeleteParams{PartitionID: c.PartitionID, FromSeq: from, ToSeq: to})
-			if err != nil {
-				// Leave the counter: the rows left behind are found next time.
-				return total, err
-			}
-			total += n
-			v.deleted.Add(int64(n))
-			from = to
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// vacuumTables calls the store's table vacuum every TableInterval until
+// ctx ends; failures are logged and tried again next time.
+func (v *Vacuum) vacuumTables(ctx context.Context, tv TableVacuumer) {
+	for lifecycle.Sleep(ctx, v.cfg.TableInterval) {
+		began := time.Now()
+		var res dialect.TableVacuumResult
+		err := lifecycle.Safely(func() (err error) {
+			res, err = tv.TableVacuum(ctx, &dialect.TableVacuumParams{})
+			return err
+		})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// Not the pipeline's failure: the next interval tries again.
+			v.log.Warn("table vacuum failed; trying again next interval", slog.Any("error", err))
+		case res.Vacuumed:
+			v.log.Debug("tables vacuumed", slog.Duration("took", time.Since(began)))
 		}
 	}
-	_, err = v.d.VacuumCounterSettle(ctx, c.PartitionID, c.ProcessedSeq)
-	return total, err
 }

@@ -36,7 +36,7 @@ func joinStatements(stmts []string) string {
 }
 
 // TestSchemaGolden pins the DDL each dialect creates: a change to a migration
-// shows up as a reviewable diff of testdata/schema/<dialect>.sql (DESIGN.md §3).
+// shows up as a reviewable diff of testdata/schema/<dialect>.sql (docs/ARCHITECTURE.md, "Tables and locks").
 func TestSchemaGolden(t *testing.T) {
 	t.Parallel()
 	for name, render := range schemaRenderers() {

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"testing"
@@ -71,5 +72,21 @@ func TestCheckVersionGarbage(t *testing.T) {
 		_, err := checkVersion(v)
 		require.Error(t, err, "%q", v)
 		require.ErrorIs(t, err, ErrServerTooOld, "%q", v)
+	}
+}
+
+func TestFlavorIsDisconnect(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{errors.New("Error 1927 (70100): Connection was killed"), true},
+		{errors.New("Error 2013: Lost connection to MySQL server during query"), true},
+		{errors.New("invalid connection"), true},
+		{driver.ErrBadConn, true},
+		{errors.New("Error 1062 (23000): Duplicate entry"), false},
+	} {
+		require.Equal(t, tt.want, flavor{}.IsDisconnect(tt.err), "%v", tt.err)
 	}
 }

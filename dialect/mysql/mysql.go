@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/uptrace/bun"
 
@@ -26,12 +25,10 @@ var migrationFS embed.FS
 // ErrServerTooOld is returned by New for a server without SKIP LOCKED and JSON_TABLE.
 var ErrServerTooOld = errors.New("seqbox: MySQL 8.0.4+ or MariaDB 10.6+ is required")
 
-// Dialect is the MySQL/MariaDB implementation of dialect.Dialect.
+// Dialect is the MySQL/MariaDB implementation of dialect.Dialect. It
+// implements processor.AckLeaser with one READ COMMITTED transaction.
 type Dialect struct {
 	*sqlcore.Core
-	mariaDB      bool
-	vacuumDelete string
-	readState    string
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -42,13 +39,13 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	var version string
 	var packet int64
 	if err := db.NewRaw("SELECT VERSION(), @@max_allowed_packet").Scan(ctx, &version, &packet); err != nil {
-		return nil, fmt.Errorf("seqbox: read MySQL version: %w", err)
+		return nil, dialect.Wrap(err, "read MySQL version")
 	}
 	mariaDB, err := checkVersion(version)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := config(db, prefix)
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
 	}
@@ -61,43 +58,29 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	}
 	var isolation string
 	if err := db.NewRaw("SELECT "+variable).Scan(ctx, &isolation); err != nil {
-		return nil, fmt.Errorf("seqbox: read MySQL isolation level: %w", err)
+		return nil, dialect.Wrap(err, "read MySQL isolation level")
 	}
-	cfg.Flavor = flavor{readCommitted: strings.EqualFold(isolation, "READ-COMMITTED")}
 	// Leave room for the statement text around the hex-encoded values.
 	maxStatement := int(packet) - 64<<10
-	cfg.MaxPayloadBytes, cfg.MaxStatementBytes = maxStatement/2-64<<10, maxStatement
-	core, err := sqlcore.New(cfg)
+	core, err := sqlcore.New(sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{readCommitted: strings.EqualFold(isolation, "READ-COMMITTED")},
+		Bootstrap: boot, Migrations: migs,
+		Limits: dialect.Limits{MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement},
+		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
+	})
 	if err != nil {
 		return nil, err
 	}
-	t := core.Tables()
-	return &Dialect{
-		Core: core, mariaDB: mariaDB,
-		// A multi-table DELETE: the portable DELETE … WHERE id IN (SELECT …)
-		// scans the whole body table per chunk on MariaDB. STRAIGHT_JOIN
-		// reads outgoing first and finds bodies by primary key, so it never
-		// waits on the uncommitted body rows of open producers.
-		vacuumDelete: "DELETE o, b FROM " + t.Outgoing + " o STRAIGHT_JOIN " + t.Body + " b ON b.id = o.body_id " +
-			"WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?",
-		readState: "SELECT processed_seq, attempts FROM " + t.Processor + " WHERE partition_id = ? AND locked_by = ?",
-	}, nil
+	if err := core.Check(vacuumDeleteSQL, vacuumPrunedSQL); err != nil {
+		return nil, err
+	}
+	return &Dialect{Core: core}, nil
 }
 
 // SchemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
 func SchemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
-}
-
-// config is shared by New and SchemaStatements; New adds the size limits,
-// which depend on the server.
-func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
-	if err != nil {
-		return sqlcore.Config{}, err
-	}
-	return sqlcore.Config{DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs}, nil
 }
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
@@ -124,67 +107,86 @@ func checkVersion(v string) (mariaDB bool, err error) {
 	return mariaDB, nil
 }
 
-// MariaDB reports whether the server is MariaDB rather than MySQL.
-func (d *Dialect) MariaDB() bool { return d.mariaDB }
-
-// ProcessorLease takes the lease with UPDATE then SELECT: MySQL has no
-// UPDATE … RETURNING. Both run in one READ COMMITTED transaction.
-func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	state, ok, err := d.lease(ctx, p)
-	if err != nil || !ok {
-		return dialect.ProcessorLeaseResult{}, err
-	}
-	return d.LeaseRead(ctx, p, state)
+// MessageInsertMany writes each chunk as two multi-row INSERTs.
+func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+	return sqlcore.InsertChunks(ctx, p, d.InsertTwoStatements)
 }
 
-func (d *Dialect) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+// SequenceMove moves one batch with several simple statements.
+func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	return d.SequenceMoveStatements(ctx, p)
+}
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements.
+func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	return d.SequenceMoveManyStatements(ctx, p)
+}
+
+// ProcessorLease takes the lease with UPDATE then SELECT (MySQL has no
+// UPDATE … RETURNING) in one READ COMMITTED transaction, then reads the batch.
+func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	var state dialect.ProcessorState
 	var ok bool
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var err error
-		state, ok, err = d.leaseOn(ctx, tx, p)
+		state, ok, err = d.LeaseThenRead(ctx, tx, p)
 		return err
 	})
-	return state, ok, err
+	if err != nil || !ok {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return d.LeaseRead(ctx, d.DB(), p, state)
 }
 
-// leaseOn takes the lease inside tx: the guarded UPDATE, then a read of
-// the row it updated (no RETURNING on MySQL).
-func (d *Dialect) leaseOn(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
-	res, err := d.Raw(tx, d.LeaseSQL(), p.Owner, flavor{}.NowPlusArg(p.Duration), p.PartitionID, p.PartitionID).Exec(ctx)
-	if err != nil {
-		return dialect.ProcessorState{}, false, err
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return dialect.ProcessorState{}, false, err
-	}
-	var state dialect.ProcessorState
-	var attempts int
-	if err := d.Raw(tx, d.readState, p.PartitionID, p.Owner).Scan(ctx, &state.ProcessedSeq, &attempts); err != nil {
-		return dialect.ProcessorState{}, false, err
-	}
-	state.Attempts = attempts - 1
-	return state, true, nil
+// ProcessorAck records an outcome in its own transaction.
+func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	return d.AckInTx(ctx, p)
 }
 
-// ProcessorAckLease acks and re-leases in one transaction.
-func (d *Dialect) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	return d.AckLease(ctx, ack, next, d.leaseOn)
+// ProcessorAckLease acks and re-leases in one transaction; see processor.AckLeaser.
+func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	return d.AckLeaseInTx(ctx, p, d.LeaseThenRead)
 }
 
-// VacuumDelete deletes a seq range of outgoing rows and their bodies in one statement.
+// The ranges, one JSON value [[pid,from,to],…], as a table.
+const vacuumRanges = "JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r"
+
+// vacuumDeleteSQL is a multi-table DELETE: the portable DELETE … WHERE id
+// IN (SELECT …) scans the whole body table per chunk on MariaDB.
+// STRAIGHT_JOIN reads the ranges, then outgoing by primary key, then bodies
+// by primary key, so it never waits on the uncommitted body rows of open
+// producers.
+const vacuumDeleteSQL = "DELETE o, b FROM " + vacuumRanges + " STRAIGHT_JOIN {outgoing} o " +
+	"ON o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi STRAIGHT_JOIN {body} b ON b.id = o.body_id"
+
+// vacuumPrunedSQL records every range as pruned (monotonic).
+const vacuumPrunedSQL = "UPDATE " + vacuumRanges + " STRAIGHT_JOIN {vacuum_counter} v ON v.partition_id = r.pid " +
+	"SET v.pruned_seq = r.hi WHERE v.pruned_seq < r.hi"
+
+// VacuumDelete deletes every range in one statement and records them as
+// pruned in a second, in one transaction.
 func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+	ranges := sqlcore.RangesJSON(p.Ranges)
 	var n int64
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		res, err := d.Raw(tx, d.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
+		res, err := d.Raw(tx, d.SQL(vacuumDeleteSQL), ranges).Exec(ctx)
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); err != nil {
+			return err
+		}
+		_, err = d.Raw(tx, d.SQL(vacuumPrunedSQL), ranges).Exec(ctx)
 		return err
 	})
 	// Each message is one outgoing and one body row.
 	return int(n / 2), err
+}
+
+// PartitionStats reads every partition's figures.
+func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+	return d.PartitionStatsOn(ctx, d.DB())
 }
 
 type flavor struct {
@@ -193,17 +195,34 @@ type flavor struct {
 }
 
 func (flavor) Name() dialect.Name        { return dialect.MySQL }
-func (flavor) Features() dialect.Feature { return dialect.RowLocks }
+func (flavor) Features() dialect.Feature { return dialect.MultiProcess }
 
-// UTC_TIMESTAMP, not NOW(): DATETIME has no zone, so every writer must agree.
-func (flavor) Now() string                    { return "UTC_TIMESTAMP(6)" }
-func (flavor) NowPlus() string                { return "TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6))" }
-func (flavor) NowPlusArg(d time.Duration) any { return d.Microseconds() }
-func (flavor) PartitionLock() string          { return " FOR UPDATE SKIP LOCKED" }
-func (flavor) SequencerReadSetup() string     { return "" }
-func (flavor) RowLock() string                { return " FOR UPDATE SKIP LOCKED" }
-func (flavor) InsertIgnore() string           { return "INSERT IGNORE" }
-func (flavor) InsertIgnoreTail() string       { return "" }
+func (flavor) Fragments() map[string]string {
+	return map[string]string{
+		"bigint_type":      "SIGNED",
+		"async_commit":     "",
+		"incoming_pending": "1 = 1",
+		"incoming_order":   "i.id",
+		// UTC_TIMESTAMP, not NOW(): DATETIME has no zone, so every writer must agree.
+		"now":                "UTC_TIMESTAMP(6)",
+		"insert_ignore":      "INSERT IGNORE",
+		"insert_ignore_tail": "",
+		"partition_lock":     " FOR UPDATE SKIP LOCKED",
+		"read_setup":         "",
+		"row_lock":           " FOR UPDATE SKIP LOCKED",
+		// The id list, given as a JSON array, joined to incoming with
+		// STRAIGHT_JOIN so every row is found by primary key. A plain
+		// "DELETE … WHERE id IN (…)" may be planned as a table scan while
+		// the table is small, and a scanning DELETE waits on any open
+		// producer's uncommitted row (no semi-consistent read for DELETE),
+		// stalling the sequencer for as long as that producer stays open.
+		"delete_incoming": "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id",
+	}
+}
+
+func (flavor) NowPlus(placeholder string) string {
+	return "TIMESTAMPADD(MICROSECOND, " + placeholder + ", UTC_TIMESTAMP(6))"
+}
 
 // READ COMMITTED for every outbox transaction: under REPEATABLE READ gap
 // locks block producers and the sequencers of neighbouring partitions.
@@ -221,6 +240,15 @@ var retryableRE = regexp.MustCompile(`Error (1213|1205)\b|\(40001\)`)
 
 func (flavor) IsRetryable(err error) bool { return retryableRE.MatchString(err.Error()) }
 
+// disconnectRE matches a connection the server dropped or killed: 1927
+// "Connection was killed" (MariaDB), 2006 "server has gone away", 2013
+// "lost connection", 1053 server shutdown, 4031 idle disconnect (MySQL).
+var disconnectRE = regexp.MustCompile(`Error (1927|2006|2013|1053|4031)\b|invalid connection`)
+
+func (flavor) IsDisconnect(err error) bool {
+	return disconnectRE.MatchString(err.Error()) || sqlcore.IsNetworkError(err)
+}
+
 // Lock takes a named lock for the session of the pinned connection.
 func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(context.Context) error, error) {
 	var got sql.NullInt64
@@ -236,14 +264,6 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 	}, nil
 }
 
-// DeleteIncoming joins the id list, given as a JSON array, to incoming with
-// STRAIGHT_JOIN so every row is found by primary key. A plain
-// "DELETE … WHERE id IN (…)" may be planned as a table scan while the
-// table is small, and a scanning DELETE waits on any open producer's
-// uncommitted row (no semi-consistent read for DELETE), stalling the
-// sequencer for as long as that producer's transaction stays open.
-func (flavor) DeleteIncoming() string {
-	return "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id"
-}
-
 func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '[', ']') }
+
+func (flavor) NumberedParams() bool { return false }

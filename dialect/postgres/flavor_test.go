@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -65,4 +67,40 @@ func TestDialectIsRetryable(t *testing.T) {
 	require.False(t, d.IsRetryable(sqlStateError{"23505"}))
 	require.ErrorIs(t, d.Wrap(sqlStateError{"40P01"}), dialect.ErrRetryable)
 	require.NotErrorIs(t, d.Wrap(sqlStateError{"23505"}), dialect.ErrRetryable)
+}
+
+func TestFlavorIsDisconnect(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{sqlStateError{"57P01"}, true}, // pg_terminate_backend
+		{fieldError{"08006"}, true},    // connection failure
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{driver.ErrBadConn, true},
+		{sqlStateError{"23505"}, false},
+		{errors.New("syntax error"), false},
+	} {
+		require.Equal(t, tt.want, flavor{}.IsDisconnect(tt.err), "%v", tt.err)
+	}
+}
+
+// TestNextBound: the move's lower bound never passes a transaction that
+// may still add rows (the snapshot's xmin) nor, after a full batch, the
+// last transaction read; it never goes back.
+func TestNextBound(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, int64(50), nextBound(10, 50, 40, false), "all read: up to xmin")
+	require.Equal(t, int64(40), nextBound(10, 50, 40, true), "full batch: rows of xid 40 may remain")
+	require.Equal(t, int64(50), nextBound(10, 50, 70, true), "full batch past xmin: xmin still bounds")
+	require.Equal(t, int64(60), nextBound(60, 50, 40, false), "never back")
+}
+
+// TestNewExpandsEveryStatement: New fails, rather than the pipeline later,
+// when a statement names a fragment the dialect does not define.
+func TestNewExpandsEveryStatement(t *testing.T) {
+	t.Parallel()
+	_, err := New(nil, "app_") // New does not touch the database
+	require.NoError(t, err)
 }

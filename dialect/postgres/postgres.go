@@ -20,25 +20,34 @@ import (
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// Dialect is the PostgreSQL implementation of dialect.Dialect.
+// Dialect is the PostgreSQL implementation of dialect.Dialect. It writes
+// several operations as single statements (data-modifying CTEs) where that
+// measured faster, and implements processor.AckLeaser.
 type Dialect struct {
 	*sqlcore.Core
-	q pgQueries
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // New returns the dialect for db with tables named prefix+name.
 func New(db *bun.DB, prefix string) (*Dialect, error) {
-	cfg, err := config(db, prefix)
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
 	}
-	core, err := sqlcore.New(cfg)
+	core, err := sqlcore.New(sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
+		Limits: dialect.Limits{MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20},
+		Tuning: dialect.Tuning{SequencerWorkers: 4, VacuumWorkers: 4},
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &Dialect{Core: core, q: buildQueries(core.Tables())}, nil
+	if err := core.Check(insertMessagesSQL, moveLockSQL, moveSelectSQL, moveUpdateSQL, sequenceMoveSQL,
+		moveManyLockSQL, moveManySelectSQL, moveManyUpdateSQL, leaseBatchSQL, ackSQL, ackLeaseSQL, vacuumDeleteSQL); err != nil {
+		return nil, err
+	}
+	return &Dialect{Core: core}, nil
 }
 
 // SchemaStatements renders the embedded schema for prefix without a
@@ -47,88 +56,270 @@ func SchemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
-// config is shared by New and SchemaStatements.
-func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
+// ---------------------------------------------------------------- enqueue
+
+// insertMessagesSQL writes a chunk in one round trip: a data-modifying CTE
+// always runs, referenced or not.
+const insertMessagesSQL = "WITH b AS (INSERT INTO {body} (id, payload_type, payload, headers, created_at) VALUES ?) " +
+	"INSERT INTO {incoming} (partition_id, body_id) VALUES ?"
+
+// cteInsertMaxRows is the largest chunk written as one statement. Measured
+// per message on 2 cores (4 producers, write path only): the CTE wins at 1
+// and 10 rows per transaction (it saves a round trip: 45-46k vs 43k
+// msgs/s at 10), ties at 30, and loses at 100 (93k vs 98-120k msgs/s), where
+// the two plain INSERTs cost the server less per row.
+const cteInsertMaxRows = 49
+
+// MessageInsertMany writes each chunk: small ones in one statement, larger
+// ones as two.
+func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+	return sqlcore.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
+		if len(rows) > cteInsertMaxRows {
+			return d.InsertTwoStatements(ctx, conn, rows)
+		}
+		_, err := d.Raw(conn, d.SQL(insertMessagesSQL), d.BodyValues(rows), sqlcore.IncomingValues(rows)).Exec(ctx)
+		return d.Wrap(err)
+	})
+}
+
+// ---------------------------------------------------------------- sequencer
+
+// A move reads a partition's incoming rows in (xid, id) order — xid is the
+// inserting transaction's id — starting at the partition's lower bound
+// partitions.incoming_xid. Every row below the bound is final (its
+// transaction ended) and already moved, so the rows a move deleted but no
+// vacuum could remove yet (an unrelated transaction holding a snapshot,
+// autovacuum off) are never read again: a read costs the same at any age.
+//
+// The order keeps the guarantee: a transaction that committed before
+// another began got its xid first. After a move that saw snapshot xmin X
+// (the oldest transaction still running, whose rows may yet appear), the
+// bound becomes max(bound, X), or max(bound, min(X, last xid moved)) when
+// the batch was full and rows of that transaction may remain. A read-only
+// transaction, however long, has no xid and never holds X back; a long
+// unrelated write transaction does, and reads then cost as they did before.
+
+// The statements of the several-statement move.
+const (
+	moveLockSQL = "SELECT sequence, (incoming_xid::text)::bigint, (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint " +
+		"FROM {partitions} WHERE id = ?{read_setup}{partition_lock}"
+	moveSelectSQL = "SELECT id, body_id, (xid::text)::bigint AS xid FROM {incoming} " +
+		"WHERE partition_id = ? AND xid >= CAST(CAST(? AS text) AS xid8) ORDER BY xid, id LIMIT ?"
+	moveUpdateSQL = "UPDATE {partitions} SET sequence = ?, incoming_xid = CAST(CAST(? AS text) AS xid8) WHERE id = ?"
+)
+
+type moveRow struct {
+	ID     int64  `bun:"id"`
+	BodyID []byte `bun:"body_id"`
+	XID    int64  `bun:"xid"`
+}
+
+// nextBound is the lower bound after a move; see the comment above.
+func nextBound(bound, xmin, lastXID int64, full bool) int64 {
+	next := xmin
+	if full {
+		next = min(xmin, lastXID)
+	}
+	return max(bound, next)
+}
+
+// sequenceMoveStatements is the move as several simple statements.
+func (d *Dialect) sequenceMoveStatements(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	var res dialect.SequenceMoveResult
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
+		var locks []struct {
+			Sequence int64 `bun:"sequence"`
+			Bound    int64 `bun:"incoming_xid"`
+			XMin     int64 `bun:"pg_snapshot_xmin"`
+		}
+		if err := d.Raw(tx, d.SQL(moveLockSQL), p.PartitionID).Scan(ctx, &locks); err != nil {
+			return err
+		}
+		if len(locks) == 0 {
+			res.Skipped = true
+			return nil
+		}
+		lock := locks[0]
+		var rows []moveRow
+		if err := d.Raw(tx, d.SQL(moveSelectSQL), p.PartitionID, lock.Bound, p.Limit).Scan(ctx, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		base, n := lock.Sequence, int64(len(rows))
+		bound := nextBound(lock.Bound, lock.XMin, rows[len(rows)-1].XID, len(rows) == p.Limit)
+		if _, err := d.Raw(tx, d.SQL(moveUpdateSQL), base+n, bound, p.PartitionID).Exec(ctx); err != nil {
+			return err
+		}
+		moved := make([]sqlcore.MovedRow, len(rows))
+		for i, r := range rows {
+			moved[i] = sqlcore.MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID}
+		}
+		if err := d.WriteMove(ctx, tx, moved); err != nil {
+			return err
+		}
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
+		return nil
+	})
 	if err != nil {
-		return sqlcore.Config{}, err
+		return dialect.SequenceMoveResult{}, err
 	}
-	return sqlcore.Config{
-		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
-		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
-	}, nil
+	return res, nil
 }
 
-type pgQueries struct {
-	insertMessages string
-	vacuumDelete   string
-	sequenceMove   string
-	leaseBatch     string
-	ack            string
-	ackLease       string
-}
+// sequenceMoveSQL moves one batch of a partition in one statement (one
+// round trip instead of seven). Its shape follows what was measured on a
+// 200k-row backlog: sel filters on the constant partition id, del deletes by
+// id = ANY(ARRAY(…)) (index lookups; a join here is planned as a scan of
+// incoming), and rows are numbered in (xid, id) order because DELETE …
+// RETURNING has no order. All CTEs share one snapshot, so the base seq comes
+// from the UPDATE's own RETURNING, and the xmin is the read's. An empty
+// batch writes nothing.
+const sequenceMoveSQL = `WITH p AS (SELECT id, incoming_xid FROM {partitions} WHERE id = ?pid{async_commit} FOR NO KEY UPDATE SKIP LOCKED),
+sel AS (SELECT id FROM {incoming} WHERE partition_id = ?pid AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT ?limit),
+del AS (DELETE FROM {incoming} WHERE id = ANY(ARRAY(SELECT id FROM sel)) RETURNING id, xid, body_id),
+num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
+cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
+upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n,
+	incoming_xid = GREATEST(u.incoming_xid, CASE WHEN cnt.n = ?limit
+		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
+		ELSE pg_snapshot_xmin(pg_current_snapshot()) END)
+	FROM cnt WHERE u.id = ?pid AND cnt.n > 0
+	RETURNING u.sequence - cnt.n AS base),
+ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?pid, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
+SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
+	COALESCE((SELECT base FROM upd), 0) AS base`
 
-func buildQueries(t dialect.Tables) pgQueries {
-	return pgQueries{
-		// One round trip: a data-modifying CTE always runs, referenced or not.
-		insertMessages: "WITH b AS (INSERT INTO " + t.Body + " (id, payload_type, payload, headers, created_at) VALUES ?) " +
-			"INSERT INTO " + t.Incoming + " (partition_id, body_id) VALUES ?",
-		vacuumDelete: "WITH d AS (DELETE FROM " + t.Outgoing + " WHERE partition_id = ? AND seq > ? AND seq <= ? RETURNING body_id) " +
-			"DELETE FROM " + t.Body + " b USING d WHERE b.id = d.body_id",
-		sequenceMove: tableNames(t).Replace(sequenceMoveSQL),
-		leaseBatch:   tableNames(t).Replace(leaseBatchSQL),
-		ack:          tableNames(t).Replace(ackSQL),
-		ackLease:     tableNames(t).Replace(ackLeaseSQL),
+// SequenceMove moves one batch. Moves that follow a full one use the single
+// statement: it drains a backlog faster (measured 74k vs 64k msgs/s).
+// Small moves are cheaper as several simple statements: planning the CTE
+// costs more database CPU than the round trips it saves (measured end to
+// end on a 2-core host: 11.6k vs 15.3k msgs/s).
+func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	if !p.Backlog {
+		return d.sequenceMoveStatements(ctx, p)
 	}
+	var locked, moved, base int64
+	err := d.Raw(d.DB(), d.SQL(sequenceMoveSQL), sqlcore.Args{"pid": p.PartitionID, "limit": p.Limit}).Scan(ctx, &locked, &moved, &base)
+	if err != nil {
+		return dialect.SequenceMoveResult{}, d.Wrap(err)
+	}
+	if locked == 0 {
+		return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Skipped: true}, nil
+	}
+	if moved == 0 {
+		return dialect.SequenceMoveResult{PartitionID: p.PartitionID}, nil
+	}
+	return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: int(moved), FirstSeq: base + 1, LastSeq: base + moved}, nil
 }
 
-func tableNames(t dialect.Tables) *strings.Replacer {
-	return strings.NewReplacer("{partitions}", t.Partitions, "{incoming}", t.Incoming, "{outgoing}", t.Outgoing,
-		"{body}", t.Body, "{processor}", t.Processor, "{vacuum_counter}", t.VacuumCounter)
+// The statements of the several-partition move: the same five steps for
+// any number of partitions, each list one array value.
+const (
+	moveManyLockSQL = "SELECT id, sequence, (incoming_xid::text)::bigint AS bound, " +
+		"(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin " +
+		"FROM {partitions} WHERE id = ANY(CAST(? AS bigint[])){read_setup} ORDER BY id{partition_lock}"
+	// Each partition's head of line from its own bound, by index (LATERAL).
+	moveManySelectSQL = "SELECT r.pid AS partition_id, m.id, m.body_id, m.xid " +
+		"FROM unnest(CAST(? AS bigint[]), CAST(? AS bigint[])) AS r(pid, bound) CROSS JOIN LATERAL " +
+		"(SELECT id, body_id, (xid::text)::bigint AS xid FROM {incoming} WHERE partition_id = r.pid " +
+		"AND xid >= CAST(CAST(r.bound AS text) AS xid8) ORDER BY xid, id LIMIT ?) m ORDER BY r.pid, m.xid, m.id"
+	moveManyUpdateSQL = "UPDATE {partitions} p SET sequence = u.seq, incoming_xid = CAST(CAST(u.bound AS text) AS xid8) " +
+		"FROM unnest(CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS bigint[])) AS u(pid, seq, bound) WHERE p.id = u.pid"
+)
+
+type moveManyRow struct {
+	PartitionID int64  `bun:"partition_id"`
+	ID          int64  `bun:"id"`
+	BodyID      []byte `bun:"body_id"`
+	XID         int64  `bun:"xid"`
 }
+
+func (r moveManyRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements, each partition from its own lower bound.
+func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	var out []dialect.SequenceMoveResult
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
+		var locks []struct {
+			ID       int64 `bun:"id"`
+			Sequence int64 `bun:"sequence"`
+			Bound    int64 `bun:"bound"`
+			XMin     int64 `bun:"xmin"`
+		}
+		if err := d.Raw(tx, d.SQL(moveManyLockSQL), sqlcore.IDArray(p.PartitionIDs, '{', '}')).Scan(ctx, &locks); err != nil {
+			return err
+		}
+		sequence := make(map[int64]int64, len(locks))
+		pids, bounds := make([]int64, len(locks)), make([]int64, len(locks))
+		for i, l := range locks {
+			sequence[l.ID], pids[i], bounds[i] = l.Sequence, l.ID, l.Bound
+		}
+		for i, pid := range p.PartitionIDs {
+			_, locked := sequence[pid]
+			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: !locked}
+		}
+		if len(locks) == 0 {
+			return nil
+		}
+		var rows []moveManyRow
+		if err := d.Raw(tx, d.SQL(moveManySelectSQL), sqlcore.IDArray(pids, '{', '}'), sqlcore.IDArray(bounds, '{', '}'), p.Limit).
+			Scan(ctx, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		moved, seqs := sqlcore.NumberRows(rows, sequence)
+		// Rows come per partition in (xid, id) order: the last of each
+		// partition is its last xid read.
+		lastXID := map[int64]int64{}
+		for _, r := range rows {
+			lastXID[r.PartitionID] = r.XID
+		}
+		var upPIDs, upSeqs, upBounds []int64
+		for _, l := range locks {
+			if m := moved[l.ID]; m != nil {
+				upPIDs = append(upPIDs, l.ID)
+				upSeqs = append(upSeqs, m.Base+int64(m.N))
+				upBounds = append(upBounds, nextBound(l.Bound, l.XMin, lastXID[l.ID], m.N == p.Limit))
+			}
+		}
+		if _, err := d.Raw(tx, d.SQL(moveManyUpdateSQL), sqlcore.IDArray(upPIDs, '{', '}'), sqlcore.IDArray(upSeqs, '{', '}'),
+			sqlcore.IDArray(upBounds, '{', '}')).Exec(ctx); err != nil {
+			return err
+		}
+		if err := d.WriteMove(ctx, tx, sqlcore.MovedRows(rows, seqs, func(r moveManyRow) []byte { return r.BodyID })); err != nil {
+			return err
+		}
+		sqlcore.FillMoved(out, moved)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ---------------------------------------------------------------- processor
 
 // leaseBatchSQL takes the lease and reads the batch in one round trip. The
 // LEFT JOIN LATERAL keeps one row when the lease is taken but no message
 // is readable yet. It commits durably: the attempt it counts is the trace
 // a crash leaves.
-const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?, locked_until = now() + ? * interval '1 microsecond',
+const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease},
 	attempts = attempts + 1
-	WHERE partition_id = ? AND (locked_until IS NULL OR locked_until < now())
-	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?)
+	WHERE partition_id = ?pid AND {leasable}
+	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}
 	RETURNING processed_seq, attempts)
 SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-	WHERE o.partition_id = ? AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?) m ON true
-ORDER BY m.seq`
-
-// ackSQL records a leased batch's outcome in one round trip, guarded by the
-// lease, and bumps the vacuum counter only if the guard held.
-const ackSQL = `WITH u AS (UPDATE {processor} SET processed_seq = ?, attempts = ?, last_error = ?,
-	next_attempt_at = CASE WHEN ? > 0 THEN now() + ? * interval '1 microsecond' END,
-	locked_by = NULL, locked_until = NULL
-	WHERE partition_id = ? AND locked_by = ? RETURNING 1),
-v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
-SELECT (SELECT count(*) FROM u) AS updated, (SELECT count(*) FROM v) AS bumped`
-
-// ackLeaseSQL is ackSQL for a clean advance and leaseBatchSQL in one
-// statement: it keeps the lease (attempts = 1: the next batch's delivery is
-// counted now) when the partition has more sequenced rows, and releases it
-// otherwise. The vacuum counter moves only if the ack's guard held.
-const ackLeaseSQL = `WITH s AS (SELECT sequence FROM {partitions} WHERE id = ?),
-u AS (UPDATE {processor} SET processed_seq = ?,
-	attempts = CASE WHEN ? < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
-	last_error = NULL, next_attempt_at = NULL,
-	locked_by = CASE WHEN ? < (SELECT sequence FROM s) THEN locked_by END,
-	locked_until = CASE WHEN ? < (SELECT sequence FROM s) THEN now() + ? * interval '1 microsecond' END
-	WHERE partition_id = ? AND locked_by = ?
-	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased),
-v AS (UPDATE {vacuum_counter} SET counter = counter + ? WHERE partition_id = ? AND ? > 0 AND EXISTS (SELECT 1 FROM u) RETURNING 1)
-SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
-FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
-	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-	WHERE o.partition_id = ? AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?) m ON true
+	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
 
 type leaseRow struct {
@@ -146,33 +337,11 @@ type leaseRow struct {
 // ProcessorLease takes the lease and reads the batch in one statement.
 func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	var rows []leaseRow
-	if err := d.Raw(d.DB(), d.q.leaseBatch, p.Owner, p.Duration.Microseconds(), p.PartitionID, p.PartitionID,
-		p.PartitionID, p.Limit).Scan(ctx, &rows); err != nil {
-		return dialect.ProcessorLeaseResult{}, d.Wrap(err)
+	args := sqlcore.Args{"owner": p.Owner, "lease_us": p.Duration.Microseconds(), "pid": p.PartitionID, "limit": p.Limit}
+	if err := d.QueryBound(ctx, d.DB(), leaseBatchSQL, args, &rows); err != nil {
+		return dialect.ProcessorLeaseResult{}, err
 	}
 	if len(rows) == 0 {
-		return dialect.ProcessorLeaseResult{}, nil
-	}
-	return leaseResult(rows), nil
-}
-
-// ProcessorAckLease acks a clean advance and re-leases in one statement;
-// anything else (failures, dead letters) takes the portable transaction.
-func (d *Dialect) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	if ack.Owner == "" || ack.Owner != next.Owner || ack.PartitionID != next.PartitionID || ack.Attempts != 0 ||
-		ack.LastError != "" || ack.RetryAfter != 0 || len(ack.DeadLetters) > 0 {
-		return d.Core.ProcessorAckLease(ctx, ack, next)
-	}
-	seq, pid := ack.ProcessedSeq, ack.PartitionID
-	var rows []leaseRow
-	if err := d.Raw(d.DB(), d.q.ackLease, pid, seq, seq, seq, seq, next.Duration.Microseconds(), pid, ack.Owner,
-		ack.Acked, pid, ack.Acked, pid, next.Limit).Scan(ctx, &rows); err != nil {
-		return dialect.ProcessorLeaseResult{}, d.Wrap(err)
-	}
-	if len(rows) == 0 {
-		return dialect.ProcessorLeaseResult{}, dialect.ErrLeaseLost
-	}
-	if rows[0].Leased == nil || !*rows[0].Leased {
 		return dialect.ProcessorLeaseResult{}, nil
 	}
 	return leaseResult(rows), nil
@@ -196,114 +365,150 @@ func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 	return res
 }
 
-// ProcessorAck records an outcome in one statement; with dead letters to
-// insert it takes the portable transaction.
+// ackSQL records an outcome without dead letters: one UPDATE, guarded by
+// the lease when there is an owner, committed asynchronously.
+const ackSQL = "UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error, " +
+	"next_attempt_at = CASE WHEN CAST(?retry_us AS bigint) > 0 THEN {now_plus_retry} END, locked_by = NULL, locked_until = NULL " +
+	"WHERE partition_id = ?pid AND (CAST(?owner AS text) = '' OR locked_by = ?owner){async_commit}"
+
+// ProcessorAck records an outcome; with dead letters to insert it takes a
+// transaction, otherwise it is the one UPDATE.
 func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
-	if len(p.DeadLetters) > 0 || p.Owner == "" {
-		return d.Core.ProcessorAck(ctx, p)
+	if len(p.DeadLetters) > 0 {
+		return d.AckInTx(ctx, p)
 	}
-	var lastErr any
-	if p.LastError != "" {
-		lastErr = p.LastError
+	res, err := d.ExecBound(ctx, d.DB(), ackSQL, sqlcore.Args{"seq": p.ProcessedSeq, "attempts": p.Attempts,
+		"last_error": sqlcore.LastErrorArg(p.LastError), "retry_us": p.RetryAfter.Microseconds(), "pid": p.PartitionID, "owner": p.Owner})
+	if err != nil {
+		return err
 	}
-	retry := p.RetryAfter.Microseconds()
-	var updated, bumped int64
-	if err := d.Raw(d.DB(), d.q.ack, p.ProcessedSeq, p.Attempts, lastErr, retry, retry,
-		p.PartitionID, p.Owner, p.Acked, p.PartitionID, p.Acked).Scan(ctx, &updated, &bumped); err != nil {
-		return d.Wrap(err)
-	}
-	if updated == 0 {
+	if n, err := res.RowsAffected(); err == nil && n == 0 && p.Owner != "" {
 		return dialect.ErrLeaseLost
 	}
 	return nil
 }
 
-// sequenceMoveSQL moves one batch of a partition in one statement (one
-// round trip instead of seven). Its shape follows what was measured on a
-// 200k-row backlog: sel filters on the constant partition id, del deletes by
-// id = ANY(ARRAY(…)) (index lookups; a join here is planned as a scan of
-// incoming), and rows are numbered by id because DELETE … RETURNING has no
-// order. All CTEs share one snapshot, so the base seq comes from the
-// UPDATE's own RETURNING. An empty batch writes nothing. Used for moves
-// that follow a full one: it drains a backlog faster (measured 74k vs 64k
-// msgs/s), while planning it costs more than it saves on small moves.
-const sequenceMoveSQL = `WITH p AS (SELECT id FROM {partitions} WHERE id = ? FOR NO KEY UPDATE SKIP LOCKED),
-sel AS (SELECT id FROM {incoming} WHERE partition_id = ? AND EXISTS (SELECT 1 FROM p) ORDER BY id LIMIT ?),
-del AS (DELETE FROM {incoming} WHERE id = ANY(ARRAY(SELECT id FROM sel)) RETURNING id, body_id),
-num AS (SELECT body_id, row_number() OVER (ORDER BY id) AS rn FROM del),
-cnt AS (SELECT count(*) AS n FROM num),
-upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n FROM cnt WHERE u.id = ? AND cnt.n > 0
-	RETURNING u.sequence - cnt.n AS base),
-ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
-SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
-	COALESCE((SELECT base FROM upd), 0) AS base`
+// ackLeaseSQL is a clean, lease-guarded ack and leaseBatchSQL in one
+// statement: it keeps the lease (attempts = 1: the next batch's delivery is
+// counted now) when the partition has more sequenced rows, and releases it
+// otherwise.
+const ackLeaseSQL = `WITH s AS (SELECT sequence FROM {partitions} WHERE id = ?pid),
+u AS (UPDATE {processor} SET processed_seq = ?seq,
+	attempts = CASE WHEN ?seq < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
+	last_error = NULL, next_attempt_at = NULL,
+	locked_by = CASE WHEN ?seq < (SELECT sequence FROM s) THEN locked_by END,
+	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN {now_plus_lease} END
+	WHERE partition_id = ?pid AND locked_by = ?owner{async_commit}
+	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased)
+SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
+FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
+ORDER BY m.seq`
 
-// SequenceMove moves one batch in a single statement; see sequenceMoveSQL.
-func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
-	if !p.Backlog {
-		// Small moves are cheaper as several simple statements: planning the
-		// CTE costs more database CPU than the round trips it saves
-		// (measured end to end on a 2-core host: 11.6k vs 15.3k msgs/s).
-		return d.Core.SequenceMove(ctx, p)
+// ProcessorAckLease acks a clean advance and re-leases in one statement;
+// see processor.AckLeaser. Anything else takes a transaction.
+func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	ack, next := p.Ack, p.Next
+	if ack.Owner == "" || ack.Owner != next.Owner || ack.PartitionID != next.PartitionID || !ack.Clean() {
+		return d.AckLeaseInTx(ctx, p, d.LeaseReturning)
 	}
-	var locked, moved, base int64
-	err := d.Raw(d.DB(), d.q.sequenceMove, p.PartitionID, p.PartitionID, p.Limit, p.PartitionID, p.PartitionID).
-		Scan(ctx, &locked, &moved, &base)
-	if err != nil {
-		return dialect.SequenceMoveResult{}, d.Wrap(err)
+	var rows []leaseRow
+	args := sqlcore.Args{"pid": ack.PartitionID, "seq": ack.ProcessedSeq, "lease_us": next.Duration.Microseconds(),
+		"owner": ack.Owner, "limit": next.Limit}
+	if err := d.QueryBound(ctx, d.DB(), ackLeaseSQL, args, &rows); err != nil {
+		return dialect.ProcessorLeaseResult{}, err
 	}
-	if locked == 0 {
-		return dialect.SequenceMoveResult{Skipped: true}, nil
+	if len(rows) == 0 {
+		return dialect.ProcessorLeaseResult{}, dialect.ErrLeaseLost
 	}
-	if moved == 0 {
-		return dialect.SequenceMoveResult{}, nil
+	if rows[0].Leased == nil || !*rows[0].Leased {
+		return dialect.ProcessorLeaseResult{}, nil
 	}
-	return dialect.SequenceMoveResult{Moved: int(moved), FirstSeq: base + 1, LastSeq: base + moved}, nil
+	return leaseResult(rows), nil
 }
 
-// cteInsertMaxRows is the largest chunk written as one statement. Measured
-// per message on 2 cores (4 producers, write path only): the CTE wins at 1
-// and 10 rows per transaction (it saves a round trip: 45-46k vs 43k
-// msgs/s at 10), ties at 30, and loses at 100 (93k vs 98-120k msgs/s), where
-// the two plain INSERTs cost the server less per row.
-const cteInsertMaxRows = 49
+// ---------------------------------------------------------------- vacuum
 
-// MessageInsertMany writes body and incoming rows: small chunks in one
-// statement, larger ones as two.
-func (d *Dialect) MessageInsertMany(ctx context.Context, conn bun.IConn, p *dialect.MessageInsertManyParams) error {
-	if len(p.Rows) == 0 {
-		return nil
-	}
-	if len(p.Rows) > cteInsertMaxRows {
-		return d.Core.MessageInsertMany(ctx, conn, p)
-	}
-	_, err := d.Raw(conn, d.q.insertMessages, sqlcore.BodyValues(d.Flavor(), p.Rows), sqlcore.IncomingValues(p.Rows)).Exec(ctx)
-	return d.Wrap(err)
-}
+// vacuumDeleteSQL deletes the outgoing rows of every range and their
+// bodies and records each range as pruned (monotonic), in one statement.
+// The ranges are three parallel arrays: one value each, whatever their count.
+const vacuumDeleteSQL = `WITH r AS (SELECT * FROM unnest(CAST(?pids AS bigint[]), CAST(?froms AS bigint[]), CAST(?tos AS bigint[])) AS r(pid, lo, hi)),
+d AS (DELETE FROM {outgoing} o USING r WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi RETURNING o.body_id),
+b AS (DELETE FROM {body} b USING d WHERE b.id = d.body_id RETURNING 1),
+v AS (UPDATE {vacuum_counter} v SET pruned_seq = r.hi FROM r WHERE v.partition_id = r.pid AND v.pruned_seq < r.hi RETURNING 1)
+SELECT (SELECT count(*) FROM d) AS deleted, (SELECT count(*) FROM b) + (SELECT count(*) FROM v) AS others`
 
-// VacuumDelete deletes a seq range of outgoing rows and their bodies in one
-// statement, planned with nested loops only: the planner otherwise joins
-// the deleted ids to body by hashing a sequential scan of the whole body
-// table, backlog and dead rows included (measured on a 200k-row body: 68-120
-// ms per 3,000-row chunk with the hash join, 17 ms with primary-key probes).
+// VacuumDelete deletes every range in one statement, planned with nested
+// loops only: the planner otherwise joins the deleted ids to body by
+// hashing a sequential scan of the whole body table, backlog and dead rows
+// included (measured on a 200k-row body: 68-120 ms per 3,000-row chunk with
+// the hash join, 17 ms with primary-key probes). It commits asynchronously
+// (docs/ARCHITECTURE.md, "Asynchronous commits").
 func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
-	var n int64
-	err := d.runWithSettings(ctx, "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
-		res, err := d.Raw(tx, d.q.vacuumDelete, p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
+	pids, froms, tos := make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges))
+	for i, r := range p.Ranges {
+		pids[i], froms[i], tos[i] = r.PartitionID, r.FromSeq, r.ToSeq
+	}
+	args := sqlcore.Args{"pids": sqlcore.IDArray(pids, '{', '}'), "froms": sqlcore.IDArray(froms, '{', '}'), "tos": sqlcore.IDArray(tos, '{', '}')}
+	var deleted, others int64
+	err := d.runWithSettings(ctx, "set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true), "+
+		"set_config('synchronous_commit', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
+		return d.Raw(tx, d.SQL(vacuumDeleteSQL), args).Scan(ctx, &deleted, &others)
 	})
-	return int(n), d.Wrap(err)
+	return int(deleted), d.Wrap(err)
 }
+
+// TableVacuum vacuums seqbox's tables when autovacuum is off: without it
+// the rows vacuum and the sequencer delete are never reclaimed, so the
+// files grow with total traffic and the indexes with them (guarantee 7
+// holds for rows, not for disk). With autovacuum on it does nothing: the
+// server's own vacuum (with these tables' vacuum_truncate off) is better
+// placed. One process at a time takes the turn, by a session advisory lock.
+// See vacuum.TableVacuumer.
+func (d *Dialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParams) (dialect.TableVacuumResult, error) {
+	var autovacuum string
+	if err := d.Raw(d.DB(), "SELECT current_setting('autovacuum')").Scan(ctx, &autovacuum); err != nil {
+		return dialect.TableVacuumResult{}, d.Wrap(err)
+	}
+	if autovacuum == "on" {
+		return dialect.TableVacuumResult{Reason: "autovacuum is on"}, nil
+	}
+	conn, err := d.DB().Conn(ctx)
+	if err != nil {
+		return dialect.TableVacuumResult{}, d.Wrap(err)
+	}
+	defer conn.Close()
+	lock := d.Tables().Prefix + "table_vacuum"
+	var got bool
+	if err := d.Raw(conn, "SELECT pg_try_advisory_lock(hashtext(?))", lock).Scan(ctx, &got); err != nil {
+		return dialect.TableVacuumResult{}, d.Wrap(err)
+	}
+	if !got {
+		return dialect.TableVacuumResult{Reason: "another process is vacuuming"}, nil
+	}
+	defer func() {
+		_, _ = d.Raw(conn, "SELECT pg_advisory_unlock(hashtext(?))", lock).Exec(context.WithoutCancel(ctx))
+	}()
+	// VACUUM cannot run in a transaction: each statement autocommits on the
+	// pinned connection. SKIP_LOCKED passes over a table another VACUUM
+	// holds. One table per statement keeps each under a driver's read
+	// timeout (pgdriver's is 10 s by default) on a busy server.
+	for _, table := range []string{"{incoming}", "{outgoing}", "{body}", "{partitions}", "{processor}", "{vacuum_counter}"} {
+		if _, err := d.Raw(conn, d.SQL("VACUUM (SKIP_LOCKED) "+table)).Exec(ctx); err != nil {
+			return dialect.TableVacuumResult{}, d.Wrap(err)
+		}
+	}
+	return dialect.TableVacuumResult{Vacuumed: true}, nil
+}
+
+// ---------------------------------------------------------------- stats
 
 // PartitionStats runs with JIT off: the planner, with no statistics on the
 // tiny partitions table, assumes thousands of rows and JIT-compiles the
 // per-partition subqueries (measured 25-250 ms of compilation per call,
 // for a query that runs in a few milliseconds).
-func (d *Dialect) PartitionStats(ctx context.Context) ([]dialect.PartitionStats, error) {
+func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
 	var out []dialect.PartitionStats
 	err := d.runWithSettings(ctx, "set_config('jit', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
 		var err error
@@ -327,49 +532,85 @@ func (d *Dialect) runWithSettings(ctx context.Context, settings string, fn func(
 
 type flavor struct{}
 
-func (flavor) Name() dialect.Name             { return dialect.Postgres }
-func (flavor) Features() dialect.Feature      { return dialect.RowLocks }
-func (flavor) Now() string                    { return "now()" }
-func (flavor) NowPlus() string                { return "(now() + ? * interval '1 microsecond')" }
-func (flavor) NowPlusArg(d time.Duration) any { return d.Microseconds() }
+func (flavor) Name() dialect.Name        { return dialect.Postgres }
+func (flavor) Features() dialect.Feature { return dialect.MultiProcess }
 
-// FOR NO KEY UPDATE does not conflict with the KEY SHARE a foreign key would
-// take, and is all a non-key UPDATE needs.
-func (flavor) PartitionLock() string { return " FOR NO KEY UPDATE SKIP LOCKED" }
-func (flavor) RowLock() string       { return " FOR NO KEY UPDATE SKIP LOCKED" }
-
-// SequencerReadSetup turns bitmap scans off for the rest of the move's
-// transaction (set_config with is_local, evaluated with the lock, costs no
-// round trip). The planner estimates fewer rows per partition than the
-// batch limit and picks a bitmap heap scan plus sort, which visits every
-// deleted-but-not-vacuumed row of the partition on each move; a plain index
-// scan marks those index entries dead once and skips them afterwards
-// (measured on 190k dead rows: 1,717 → 134 buffers, 1.8 → 0.2 ms; under
-// load 4.5 ms per read before).
-func (flavor) SequencerReadSetup() string {
-	return " AND set_config('enable_bitmapscan', 'off', true) = 'off'"
+func (flavor) Fragments() map[string]string {
+	return map[string]string{
+		"now":                "now()",
+		"insert_ignore":      "INSERT",
+		"insert_ignore_tail": "ON CONFLICT DO NOTHING",
+		// FOR NO KEY UPDATE does not conflict with the KEY SHARE a foreign
+		// key would take, and is all a non-key UPDATE needs.
+		"partition_lock": " FOR NO KEY UPDATE SKIP LOCKED",
+		"row_lock":       " FOR NO KEY UPDATE SKIP LOCKED",
+		// Bitmap scans off for the rest of the move's transaction
+		// (set_config with is_local, evaluated with the lock, costs no round
+		// trip). The planner estimates fewer rows per partition than the
+		// batch limit and picks a bitmap heap scan plus sort, which visits
+		// every deleted-but-not-vacuumed row of the partition on each move;
+		// a plain index scan marks those index entries dead once and skips
+		// them afterwards (measured on 190k dead rows: 1,717 → 134 buffers,
+		// 1.8 → 0.2 ms; under load 4.5 ms per read before).
+		"read_setup": " AND set_config('enable_bitmapscan', 'off', true) = 'off'{async_commit}",
+		// seqbox's own transactions commit without waiting for their WAL
+		// flush; see "Asynchronous commits" in docs/ARCHITECTURE.md. A
+		// condition that is always true, evaluated in the statement, sets
+		// it for the statement's transaction at no extra round trip.
+		"bigint_type":  "BIGINT",
+		"async_commit": " AND set_config('synchronous_commit', 'off', true) = 'off'",
+		// The ids, one array value, joined to incoming: a nested loop of
+		// primary-key lookups whatever the planner settings. "id IN (…1000
+		// literals…)" took 1 ms to plan, and became a sequential scan (16
+		// ms) in the move's transaction, where bitmap scans are off.
+		"delete_incoming": "DELETE FROM {incoming} i USING unnest(CAST(? AS bigint[])) u(id) WHERE i.id = u.id",
+		// Rows below the partition's lower bound are final and moved (see
+		// "sequencer" above): the reconciler and Stats skip them too.
+		"incoming_pending": "i.xid >= pa.incoming_xid",
+		"incoming_order":   "i.xid, i.id",
+	}
 }
-func (flavor) InsertIgnore() string      { return "INSERT" }
-func (flavor) InsertIgnoreTail() string  { return "ON CONFLICT DO NOTHING" }
+
+func (flavor) NowPlus(placeholder string) string {
+	// Typed, so that a bound parameter needs no inference.
+	return "(now() + CAST(" + placeholder + " AS double precision) * interval '1 microsecond')"
+}
 func (flavor) TxOptions() *sql.TxOptions { return nil }
 func (flavor) BeginWrite() string        { return "" }
 
-// IsRetryable recognises serialization failures and deadlocks from any
-// driver without importing one: pgx and lib/pq expose SQLState(), pgdriver
-// exposes Field('C').
-func (flavor) IsRetryable(err error) bool {
-	var state string
+// sqlState reads a PostgreSQL error's SQLSTATE from any driver without
+// importing one: pgx and lib/pq expose SQLState(), pgdriver Field('C').
+func sqlState(err error) string {
 	var withState interface{ SQLState() string }
 	var withField interface{ Field(byte) string }
 	switch {
 	case errors.As(err, &withState):
-		state = withState.SQLState()
+		return withState.SQLState()
 	case errors.As(err, &withField):
-		state = withField.Field('C')
-	default:
-		return false
+		return withField.Field('C')
 	}
-	return state == "40001" || state == "40P01" || state == "55P03"
+	return ""
+}
+
+// IsRetryable recognises serialization failures, deadlocks and lock
+// timeouts.
+func (flavor) IsRetryable(err error) bool {
+	switch sqlState(err) {
+	case "40001", "40P01", "55P03":
+		return true
+	}
+	return false
+}
+
+// IsDisconnect recognises a lost connection: class 08, or a backend
+// terminated by an administrator (pg_terminate_backend) or a shutdown.
+func (flavor) IsDisconnect(err error) bool {
+	state := sqlState(err)
+	switch {
+	case strings.HasPrefix(state, "08"), state == "57P01", state == "57P02", state == "57P03":
+		return true
+	}
+	return sqlcore.IsNetworkError(err)
 }
 
 // Lock takes a session advisory lock; concurrent CREATE TABLE IF NOT EXISTS
@@ -387,11 +628,6 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 	}, nil
 }
 
-// DeleteIncoming joins the ids, one array value, to incoming: a nested loop
-// of primary-key lookups whatever the planner settings. "id IN (…1000
-// literals…)" took 1 ms to plan, and became a sequential scan (16 ms) in
-// the move's transaction, where bitmap scans are off.
-func (flavor) DeleteIncoming() string {
-	return "DELETE FROM {incoming} i USING unnest(CAST(? AS bigint[])) u(id) WHERE i.id = u.id"
-}
 func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '{', '}') }
+
+func (flavor) NumberedParams() bool { return true }

@@ -43,13 +43,13 @@ func TestFlavorIsRetryable(t *testing.T) {
 	}
 }
 
-// TestBeginWrite: New gives the flavor a no-op write on this prefix's own
-// version table, so every outbox transaction takes the write lock first.
+// TestBeginWrite: every outbox transaction starts with a no-op write on
+// this prefix's own version table, so it takes the write lock first.
 func TestBeginWrite(t *testing.T) {
 	t.Parallel()
 	d, err := New(nil, "app_") // New does not touch the database
 	require.NoError(t, err)
-	require.Equal(t, "UPDATE app_schema_version SET version = version WHERE 0", d.Flavor().BeginWrite())
+	require.Equal(t, "UPDATE app_schema_version SET version = version WHERE 0", d.SQL(flavor{}.BeginWrite()))
 }
 
 func TestDSN(t *testing.T) {

@@ -10,9 +10,7 @@ import (
 	"database/sql"
 	"embed"
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/uptrace/bun"
 
@@ -23,7 +21,10 @@ import (
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// Dialect is the SQLite implementation of dialect.Dialect.
+// Dialect is the SQLite implementation of dialect.Dialect. It has no
+// one-transaction ack-and-lease (processor.AckLeaser): with one writer,
+// the ack and the next lease take it in separate turns and the batch is
+// read outside it (drain 44-46k msgs/s this way, 35-36k combined).
 type Dialect struct {
 	*sqlcore.Core
 }
@@ -43,11 +44,15 @@ func DSN(driverName, path string) string {
 
 // New returns the dialect for db with tables named prefix+name.
 func New(db *bun.DB, prefix string) (*Dialect, error) {
-	cfg, err := config(db, prefix)
+	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
 	}
-	core, err := sqlcore.New(cfg)
+	core, err := sqlcore.New(sqlcore.Config{
+		DB: db, Prefix: prefix, Flavor: flavor{}, Bootstrap: boot, Migrations: migs,
+		Limits: dialect.Limits{MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20},
+		Tuning: dialect.Tuning{SequencerWorkers: 1, VacuumWorkers: 1},
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -60,48 +65,84 @@ func SchemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
-// config is shared by New and SchemaStatements, so both validate the prefix
-// and load the migrations the same way.
-func config(db *bun.DB, prefix string) (sqlcore.Config, error) {
-	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
-	if err != nil {
-		return sqlcore.Config{}, err
-	}
-	tables, err := dialect.NewTables(prefix)
-	if err != nil {
-		return sqlcore.Config{}, err
-	}
-	return sqlcore.Config{
-		DB: db, Prefix: prefix, Flavor: flavor{beginWrite: "UPDATE " + tables.SchemaVersion + " SET version = version WHERE 0"},
-		Bootstrap: boot, Migrations: migs,
-		MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20,
-	}, nil
+// MessageInsertMany writes each chunk as two multi-row INSERTs.
+func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+	return sqlcore.InsertChunks(ctx, p, d.InsertTwoStatements)
 }
 
-type flavor struct {
-	beginWrite string
+// SequenceMove moves one batch with several simple statements.
+func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	return d.SequenceMoveStatements(ctx, p)
 }
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements.
+func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	return d.SequenceMoveManyStatements(ctx, p)
+}
+
+// ProcessorLease takes the lease with UPDATE … RETURNING through the
+// writer, then reads the batch outside it.
+func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	unlock := d.LockWriter()
+	state, ok, err := d.LeaseReturning(ctx, d.DB(), p)
+	unlock()
+	if err != nil || !ok {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return d.LeaseRead(ctx, d.DB(), p, state)
+}
+
+// ProcessorAck records an outcome in its own transaction.
+func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	return d.AckInTx(ctx, p)
+}
+
+// VacuumDelete deletes bodies, then outgoing rows, in one transaction: the
+// reference measured DELETE … RETURNING plus an id list no faster at
+// chunk 1,000, and an id list of 5,000 blobs is a 180 KB statement.
+func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+	return d.VacuumDeleteStatements(ctx, p)
+}
+
+// PartitionStats reads every partition's figures.
+func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+	return d.PartitionStatsOn(ctx, d.DB())
+}
+
+type flavor struct{}
 
 const timeFormat = "'%Y-%m-%d %H:%M:%f'"
 
 func (flavor) Name() dialect.Name        { return dialect.SQLite }
 func (flavor) Features() dialect.Feature { return dialect.SingleWriter }
-func (flavor) Now() string               { return "strftime(" + timeFormat + ", 'now')" }
-func (flavor) NowPlus() string           { return "strftime(" + timeFormat + ", 'now', ?)" }
-func (flavor) NowPlusArg(d time.Duration) any {
-	return fmt.Sprintf("%+.3f seconds", d.Seconds())
+
+func (flavor) Fragments() map[string]string {
+	return map[string]string{
+		"bigint_type":        "INTEGER",
+		"async_commit":       "",
+		"incoming_pending":   "1 = 1",
+		"incoming_order":     "i.id",
+		"now":                "strftime(" + timeFormat + ", 'now')",
+		"insert_ignore":      "INSERT OR IGNORE",
+		"insert_ignore_tail": "",
+		"partition_lock":     "",
+		"read_setup":         "",
+		"row_lock":           "",
+		// MVCC readers never wait on rows of open producers here.
+		"delete_incoming": "DELETE FROM {incoming} WHERE id IN (?)",
+	}
 }
-func (flavor) PartitionLock() string      { return "" }
-func (flavor) SequencerReadSetup() string { return "" }
-func (flavor) RowLock() string            { return "" }
-func (flavor) InsertIgnore() string       { return "INSERT OR IGNORE" }
-func (flavor) InsertIgnoreTail() string   { return "" }
-func (flavor) TxOptions() *sql.TxOptions  { return nil }
+
+func (flavor) NowPlus(placeholder string) string {
+	return "strftime(" + timeFormat + ", 'now', (" + placeholder + " / 1000000.0) || ' seconds')"
+}
+func (flavor) TxOptions() *sql.TxOptions { return nil }
 
 // BeginWrite is a no-op write that takes the write lock first: a deferred
 // transaction that reads and then writes fails with SQLITE_BUSY (no busy
 // wait) when another connection committed in between.
-func (f flavor) BeginWrite() string { return f.beginWrite }
+func (flavor) BeginWrite() string { return "UPDATE {schema_version} SET version = version WHERE 0" }
 
 // IsRetryable recognises SQLITE_BUSY and SQLITE_LOCKED without importing a
 // driver: modernc's error has Code(), mattn's message names the code.
@@ -118,6 +159,9 @@ func (flavor) IsRetryable(err error) bool {
 		strings.Contains(msg, "database table is locked")
 }
 
+// IsDisconnect: an embedded database has no connection to lose.
+func (flavor) IsDisconnect(error) bool { return false }
+
 // Lock opens an immediate transaction on the pinned connection: SQLite has
 // no named locks, and the write lock serialises migrations across processes.
 func (flavor) Lock(ctx context.Context, conn bun.Conn, _ string) (func(context.Context) error, error) {
@@ -130,7 +174,6 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, _ string) (func(context.C
 	}, nil
 }
 
-// DeleteIncoming deletes by an id list: MVCC readers never wait on rows of
-// open producers here.
-func (flavor) DeleteIncoming() string { return "DELETE FROM {incoming} WHERE id IN (?)" }
 func (flavor) IDList(ids []int64) any { return bun.List(ids) }
+
+func (flavor) NumberedParams() bool { return false }

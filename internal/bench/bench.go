@@ -4,6 +4,12 @@
 // median with its min–max, next to a plain-INSERT baseline on the same
 // database and the machine, database settings and seqbox knobs that decide
 // the answer.
+//
+// The growth scenarios (held-snapshot, partitions, soak, and drain with
+// several sizes) ask whether cost stays flat: each measures two conditions
+// in one invocation and reports their ratio, because absolute figures move
+// by 15% or more between sessions on a shared host while a ratio measured
+// in one window does not.
 package bench
 
 import (
@@ -33,10 +39,21 @@ const (
 	ScenarioSustained     = "sustained"
 	ScenarioLatency       = "latency"
 	ScenarioBaseline      = "baseline"
+	// Growth scenarios: how cost grows with a held snapshot, with the
+	// partition count and with time.
+	ScenarioHeldSnapshot = "held-snapshot"
+	ScenarioPartitions   = "partitions"
+	ScenarioSoak         = "soak"
 )
 
 // AllScenarios lists every scenario in the order Run measures them.
 func AllScenarios() []string {
+	return append(DefaultScenarios(), ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak)
+}
+
+// DefaultScenarios are those run when none are named: the growth scenarios
+// take minutes each at their defaults, so they run only when asked for.
+func DefaultScenarios() []string {
 	return []string{ScenarioEnqueueBatch, ScenarioEnqueueSingle, ScenarioDrain, ScenarioSustained, ScenarioLatency, ScenarioBaseline}
 }
 
@@ -49,6 +66,23 @@ const (
 	RunsDefault          = 3
 	DrainMessagesDefault = 200000
 	LatencyRateDefault   = 1000
+	HeldWindowDefault    = time.Minute
+	SoakDurationDefault  = 10 * time.Minute
+	SoakIntervalDefault  = 10 * time.Second
+	// SoakRateShareDefault: without SoakRate the soak offers this share of
+	// the sustained rate it measures first, so a flat cost keeps the
+	// backlog flat and a growing one shows as a growing backlog.
+	SoakRateShareDefault = 0.8
+)
+
+// PartitionSweepDefault is the partition counts the partitions scenario compares.
+func PartitionSweepDefault() []int { return []int{16, 1024} }
+
+// PostgreSQL autovacuum modes of Options.PGAutovacuum.
+const (
+	AutovacuumLeave = "leave" // the server's setting as it is
+	AutovacuumOn    = "on"
+	AutovacuumOff   = "off"
 )
 
 // ErrInvalidOptions matches every Options validation error.
@@ -63,7 +97,7 @@ type Options struct {
 	// Open opens DSN (the caller owns DSN parsing and driver settings).
 	// Required. Run closes the database it returns.
 	Open func(ctx context.Context, dsn string) (*bun.DB, error) `json:"-"`
-	// Scenarios is a subset of AllScenarios; empty means all. "baseline"
+	// Scenarios is a subset of AllScenarios; empty means DefaultScenarios. "baseline"
 	// measures the plain-INSERT figures of the enqueue scenarios selected
 	// with it, or of both when it is selected alone.
 	Scenarios []string `json:"scenarios,omitempty"`
@@ -81,10 +115,32 @@ type Options struct {
 	Batch int `json:"batch"`
 	// Runs is how many times each figure is measured. Defaults to 3.
 	Runs int `json:"runs"`
-	// DrainMessages is the backlog the drain scenario preloads. Defaults to 200000.
-	DrainMessages int `json:"drain_messages"`
+	// DrainMessages is the backlog the drain scenario preloads, one figure
+	// per size; with several sizes each run drains every size in turn and
+	// the report gives the ratio of each rate to the first size's.
+	// Defaults to [200000].
+	DrainMessages []int `json:"drain_messages"`
 	// LatencyRate is the latency scenario's offered rate in msgs/s. Defaults to 1000.
 	LatencyRate int `json:"latency_rate"`
+	// HeldWindow is each of held-snapshot's two windows (plain, then with
+	// a snapshot held). Defaults to 1m.
+	HeldWindow time.Duration `json:"held_window_ns"`
+	// PartitionSweep are the partition counts the partitions scenario
+	// measures (sustained and latency for each, Duration per window); the
+	// ratios are to the first. Defaults to [16, 1024].
+	PartitionSweep []int `json:"partition_sweep"`
+	// SoakDuration is the soak's window. Defaults to 10m.
+	SoakDuration time.Duration `json:"soak_duration_ns"`
+	// SoakInterval is how often the soak samples. Defaults to 10s.
+	SoakInterval time.Duration `json:"soak_interval_ns"`
+	// SoakRate is the soak's offered msgs/s; 0 measures a sustained window
+	// (Duration) first and offers SoakRateShareDefault of its rate.
+	SoakRate int `json:"soak_rate,omitempty"`
+	// PGAutovacuum sets PostgreSQL's autovacuum for the run (ALTER SYSTEM
+	// and a reload; the previous setting is restored afterwards, on error
+	// and interrupt too): AutovacuumOn, AutovacuumOff, or AutovacuumLeave
+	// (the default). Other databases ignore it.
+	PGAutovacuum string `json:"pg_autovacuum"`
 	// Knob overrides; 0 keeps the library default. They let one window
 	// compare settings (A/B) with the same harness.
 	SequencerWorkers     int `json:"sequencer_workers,omitempty"`
@@ -99,15 +155,24 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if len(o.Scenarios) == 0 {
-		o.Scenarios = AllScenarios()
+		o.Scenarios = DefaultScenarios()
 	}
 	o.Duration = cmp.Or(o.Duration, DurationDefault)
 	o.Partitions = cmp.Or(o.Partitions, PartitionsDefault)
 	o.Payload = cmp.Or(o.Payload, PayloadDefault)
 	o.Batch = cmp.Or(o.Batch, BatchDefault)
 	o.Runs = cmp.Or(o.Runs, RunsDefault)
-	o.DrainMessages = cmp.Or(o.DrainMessages, DrainMessagesDefault)
+	if len(o.DrainMessages) == 0 {
+		o.DrainMessages = []int{DrainMessagesDefault}
+	}
 	o.LatencyRate = cmp.Or(o.LatencyRate, LatencyRateDefault)
+	o.HeldWindow = cmp.Or(o.HeldWindow, HeldWindowDefault)
+	if len(o.PartitionSweep) == 0 {
+		o.PartitionSweep = PartitionSweepDefault()
+	}
+	o.SoakDuration = cmp.Or(o.SoakDuration, SoakDurationDefault)
+	o.SoakInterval = cmp.Or(o.SoakInterval, SoakIntervalDefault)
+	o.PGAutovacuum = cmp.Or(o.PGAutovacuum, AutovacuumLeave)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -140,10 +205,23 @@ func (o Options) validate() error {
 		return bad("batch %d: must be 1..100000", o.Batch)
 	case o.Runs < 1 || o.Runs > 1000:
 		return bad("runs %d: must be 1..1000", o.Runs)
-	case o.DrainMessages < 1:
-		return bad("drain messages %d: must be >= 1", o.DrainMessages)
+	case slices.ContainsFunc(o.DrainMessages, func(n int) bool { return n < 1 }):
+		return bad("drain messages %v: each must be >= 1", o.DrainMessages)
 	case o.LatencyRate < 1:
 		return bad("latency rate %d: must be >= 1 msg/s", o.LatencyRate)
+	case o.HeldWindow < 0 || o.SoakDuration < 0:
+		return bad("held window %v, soak duration %v: must be > 0", o.HeldWindow, o.SoakDuration)
+	case o.SoakInterval < 0 || o.SoakInterval > o.SoakDuration:
+		return bad("soak interval %v: must be > 0 and at most the soak duration %v", o.SoakInterval, o.SoakDuration)
+	case o.SoakRate < 0:
+		return bad("soak rate %d: must be >= 0 (0: %.0f%% of a sustained run)", o.SoakRate, 100*SoakRateShareDefault)
+	case !slices.Contains([]string{AutovacuumLeave, AutovacuumOn, AutovacuumOff}, o.PGAutovacuum):
+		return bad("pg autovacuum %q: want %s, %s or %s", o.PGAutovacuum, AutovacuumLeave, AutovacuumOn, AutovacuumOff)
+	}
+	for _, n := range o.PartitionSweep {
+		if n < outbox.MinPartitions || n > outbox.MaxPartitions {
+			return bad("partition sweep %v: each must be %d..%d", o.PartitionSweep, outbox.MinPartitions, outbox.MaxPartitions)
+		}
 	}
 	return nil
 }
@@ -169,8 +247,13 @@ type Report struct {
 	// TableRows are row counts of every seqbox table, keyed
 	// "<moment>.<table without prefix>": sustained.end (when the producers
 	// stopped), sustained.drained (after delivering the rest) and
-	// drain.done (after the drain scenario), each from its last run.
+	// drain.done (after the drain scenario; drain.<size>.done with several
+	// sizes), each from its last run.
 	TableRows map[string]int64 `json:"table_rows,omitempty"`
+	// Autovacuum is PostgreSQL's autovacuum before, during and after the
+	// run (nil elsewhere): dead rows pile up without it, so every figure
+	// on PostgreSQL depends on it.
+	Autovacuum *Autovacuum `json:"pg_autovacuum,omitempty"`
 	// PeakRSSBytes is the process's peak resident set (VmHWM) at the end;
 	// 0 where /proc is missing. It covers the whole process, embedded
 	// SQLite included.
@@ -216,6 +299,20 @@ type Knobs struct {
 	MaybeDirtyWindow            string `json:"maybe_dirty_window"`
 }
 
+// Autovacuum records PostgreSQL's autovacuum setting around a run.
+type Autovacuum struct {
+	// Mode is what Options.PGAutovacuum asked for: leave, on or off.
+	Mode string `json:"mode"`
+	// Before is the server's setting when the run began, During the one in
+	// force while it measured, Restored the setting after the run put the
+	// previous one back ("" when Mode is leave).
+	Before   string `json:"before"`
+	During   string `json:"during"`
+	Restored string `json:"restored,omitempty"`
+	// RestoreError is why the previous setting could not be put back.
+	RestoreError string `json:"restore_error,omitempty"`
+}
+
 // Result is one figure: a scenario in one variant, measured Runs times.
 type Result struct {
 	Scenario string `json:"scenario"`
@@ -227,8 +324,75 @@ type Result struct {
 	// Ratio is MsgsPerSec.Median / Baseline.Median; 0 without a baseline.
 	Ratio float64 `json:"ratio,omitempty"`
 	// Latency is commit → handler latency (medians over runs).
-	Latency *LatencyStat   `json:"latency,omitempty"`
+	Latency *LatencyStat `json:"latency,omitempty"`
+	// Ratios compare this figure with another measured in the same
+	// invocation (held/plain, 1024/16 partitions, last/first minute): one
+	// value per run, each from a pair measured in that run.
+	Ratios []Ratio `json:"ratios,omitempty"`
+	// Samples are the soak's periodic readings, in time order.
+	Samples []Sample       `json:"samples,omitempty"`
 	Extra   map[string]any `json:"extra,omitempty"`
+}
+
+// Ratio is one named comparison, over runs.
+type Ratio struct {
+	// Name says what is divided by what, e.g. "msgs/s held/plain".
+	Name string `json:"name"`
+	Stat
+}
+
+// Sample is one soak reading. Sizes are taken at the moment of the
+// sample; rates cover the interval since the previous sample.
+type Sample struct {
+	AtSec           float64 `json:"at_s"`
+	DeliveredPerSec float64 `json:"delivered_per_sec"`
+	CommittedPerSec float64 `json:"committed_per_sec"`
+	// LatencyP50Ms and LatencyP99Ms are of the deliveries in the interval.
+	LatencyP50Ms float64 `json:"latency_p50_ms"`
+	LatencyP99Ms float64 `json:"latency_p99_ms"`
+	// Incoming is unsequenced messages, Unprocessed sequenced and not
+	// acked, WaitingVacuum acked outgoing rows not yet pruned (seq at or
+	// below the cursor).
+	Incoming      int64 `json:"incoming"`
+	Unprocessed   int64 `json:"unprocessed"`
+	WaitingVacuum int64 `json:"waiting_vacuum"`
+	// TableRows are row counts by table (without prefix).
+	TableRows map[string]int64 `json:"table_rows"`
+	// Storage is what the database reports about the tables.
+	Storage Storage `json:"storage"`
+	// LogErrors and LogWarnings count seqbox's log records at those
+	// levels since the run began.
+	LogErrors   int64 `json:"log_errors"`
+	LogWarnings int64 `json:"log_warnings"`
+	// Memory of this process: Go heap live after the last GC, resident
+	// set, goroutines. With the harness's latency store bounded, growth
+	// here is the library's (or the embedded SQLite's).
+	HeapLiveBytes int64 `json:"heap_live_bytes"`
+	RSSBytes      int64 `json:"rss_bytes"`
+	Goroutines    int   `json:"goroutines"`
+	// TrackedInFlight is how many committed messages the harness holds for
+	// their latency (about 50 bytes each): the part of the heap that
+	// follows the backlog and is not the library's.
+	TrackedInFlight int64 `json:"tracked_in_flight"`
+}
+
+// Storage is the database's own view of seqbox's tables, where it has one.
+type Storage struct {
+	// TableBytes by table (without prefix): PostgreSQL
+	// pg_total_relation_size (heap, indexes, TOAST); MySQL/MariaDB
+	// data_length + index_length (InnoDB's estimate, refreshed with its
+	// statistics).
+	TableBytes map[string]int64 `json:"table_bytes,omitempty"`
+	// DeadTuples by table (PostgreSQL n_dead_tup): deleted rows no vacuum
+	// has removed yet.
+	DeadTuples map[string]int64 `json:"dead_tuples,omitempty"`
+	// HistoryLength is InnoDB's purge backlog (undo logs not yet purged):
+	// what a held read view makes grow on MySQL/MariaDB.
+	HistoryLength int64 `json:"history_length,omitempty"`
+	// FileBytes and WALBytes are SQLite's database and WAL files: a held
+	// read transaction stops checkpoints, so the WAL grows.
+	FileBytes int64 `json:"file_bytes,omitempty"`
+	WALBytes  int64 `json:"wal_bytes,omitempty"`
 }
 
 // Stat summarises one figure over runs.
@@ -287,8 +451,20 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if rep.Knobs, err = b.knobs(ctx); err != nil {
 		return nil, err
 	}
+	if rep.Database.Name == "postgres" {
+		av, restore, err := setAutovacuum(ctx, db, opts.PGAutovacuum)
+		if err != nil {
+			return nil, err
+		}
+		rep.Autovacuum = av
+		rep.Database.Settings["autovacuum"] = av.During
+		defer restore() // after an error or an interrupt too: it has its own context
+	}
 	finish := func(err error) (*Report, error) {
 		b.progress.close()
+		if err != nil {
+			err = b.logs.explain(err)
+		}
 		rep.PeakRSSBytes = peakRSS()
 		rep.Duration = time.Since(started)
 		return rep, err
@@ -324,7 +500,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		if err != nil {
 			return finish(err)
 		}
-		rep.Results = append(rep.Results, res)
+		rep.Results = append(rep.Results, res...)
 	}
 	if opts.has(ScenarioSustained) {
 		res, err := b.sustainedFigure(ctx, opts.producers(4)[0], rep.TableRows)
@@ -339,6 +515,23 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return finish(err)
 		}
 		rep.Results = append(rep.Results, res)
+	}
+	for _, growth := range []struct {
+		name    string
+		measure func(ctx context.Context, producers int) ([]Result, error)
+	}{
+		{ScenarioHeldSnapshot, b.heldSnapshotFigure},
+		{ScenarioPartitions, b.partitionSweepFigure},
+		{ScenarioSoak, b.soakFigure},
+	} {
+		if !opts.has(growth.name) {
+			continue
+		}
+		res, err := growth.measure(ctx, opts.producers(4)[0])
+		rep.Results = append(rep.Results, res...)
+		if err != nil {
+			return finish(err)
+		}
 	}
 	opts.Logger.Info("bench done", slog.Duration("took", time.Since(started)))
 	return finish(nil)

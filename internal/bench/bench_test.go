@@ -45,9 +45,10 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := Run(ctx, Options{
 		// A window long enough that the sustained run delivers something even
-		// under -race on a loaded 2-core machine (its p50 is ~350 ms there).
-		Open: openSQLite, Duration: time.Second, Runs: 1,
-		DrainMessages: 2000, LatencyRate: 200, Progress: &progress,
+		// under -race on a loaded 2-core machine (its p50 was ~350 ms there; a
+		// 1 s window delivered nothing once with a load average of 16).
+		Open: openSQLite, Duration: 2 * time.Second, Runs: 1,
+		DrainMessages: []int{2000}, LatencyRate: 200, Progress: &progress,
 	})
 	require.NoError(t, err)
 
@@ -183,6 +184,12 @@ func TestOptionsValidate(t *testing.T) {
 		"batch":            func(o *Options) { o.Batch = -5 },
 		"duration":         func(o *Options) { o.Duration = -time.Second },
 		"producers":        func(o *Options) { o.Producers = -1 },
+		"drain messages":   func(o *Options) { o.DrainMessages = []int{1000, 0} },
+		"partition sweep":  func(o *Options) { o.PartitionSweep = []int{16, outbox.MaxPartitions + 1} },
+		"held window":      func(o *Options) { o.HeldWindow = -time.Second },
+		"soak interval":    func(o *Options) { o.SoakDuration, o.SoakInterval = time.Second, time.Minute },
+		"soak rate":        func(o *Options) { o.SoakRate = -1 },
+		"pg autovacuum":    func(o *Options) { o.PGAutovacuum = "auto" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := ok
@@ -192,8 +199,15 @@ func TestOptionsValidate(t *testing.T) {
 		})
 	}
 	d := ok.withDefaults()
-	assert.Equal(t, AllScenarios(), d.Scenarios)
+	assert.Equal(t, DefaultScenarios(), d.Scenarios, "the growth scenarios run only when named")
+	assert.Subset(t, AllScenarios(), []string{ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak})
 	assert.Equal(t, DurationDefault, d.Duration)
+	assert.Equal(t, []int{DrainMessagesDefault}, d.DrainMessages)
+	assert.Equal(t, []int{16, 1024}, d.PartitionSweep)
+	assert.Equal(t, time.Minute, d.HeldWindow)
+	assert.Equal(t, 10*time.Minute, d.SoakDuration)
+	assert.Equal(t, 10*time.Second, d.SoakInterval)
+	assert.Equal(t, AutovacuumLeave, d.PGAutovacuum)
 	assert.Equal(t, []int{1, 4}, d.producers(1, 4))
 	d.Producers = 3
 	assert.Equal(t, []int{3}, d.producers(1, 4))
@@ -227,9 +241,16 @@ func TestPercentile(t *testing.T) {
 
 func TestLatencySummaries(t *testing.T) {
 	ms := int64(time.Millisecond)
-	samples := []int64{9 * ms, 1 * ms, 3 * ms, 2 * ms} // unsorted on purpose
-	l := latencyOf(samples)
-	assert.Equal(t, LatencyStat{P50: 2, P95: 9, P99: 9, Max: 9, Samples: 4}, l)
+	h := newHistogram()
+	for _, v := range []int64{9 * ms, 1 * ms, 3 * ms, 2 * ms} {
+		h.record(v)
+	}
+	l := h.latency()
+	assert.InDelta(t, 2, l.P50, 2*0.01)
+	assert.InDelta(t, 9, l.P95, 9*0.01)
+	assert.InDelta(t, 9, l.P99, 9*0.01)
+	assert.Equal(t, 9.0, l.Max, "max is exact")
+	assert.Equal(t, int64(4), l.Samples)
 
 	m := medianLatency([]LatencyStat{
 		{P50: 1, P95: 10, P99: 20, Max: 100, Samples: 5},
@@ -249,13 +270,17 @@ func TestTracker(t *testing.T) {
 	// b is delivered before its producer records the commit.
 	tr.delivered(b)
 	tr.committed([]outbox.MessageID{b})
-	samples, early := tr.result()
-	require.Len(t, samples, 2)
+	lat, early := tr.result()
+	assert.Equal(t, int64(2), lat.Samples)
 	assert.Equal(t, int64(1), early)
-	assert.ElementsMatch(t, []bool{true, false}, []bool{samples[0] >= int64(2*time.Millisecond), samples[1] >= int64(2*time.Millisecond)})
+	assert.GreaterOrEqual(t, lat.Max, 2.0, "a: at least the 2 ms slept")
+	assert.Less(t, lat.P50, 2.0, "b: delivered first, counted as 0")
 	for i := range tr.shards {
 		assert.Empty(t, tr.shards[i].pending, "no entry outlives its delivery")
 	}
+	assert.Zero(t, tr.inFlight())
+	tr.committed([]outbox.MessageID{{15: 3}})
+	assert.Equal(t, int64(1), tr.inFlight(), "committed, not delivered")
 }
 
 func TestFormatting(t *testing.T) {

@@ -74,7 +74,7 @@ func databaseInfo(ctx context.Context, db *bun.DB) (Database, error) {
 	switch db.Dialect().Name() {
 	case bundialect.PG:
 		info.Name, versionQuery = "postgres", "SELECT version()"
-		for _, s := range []string{"fsync", "synchronous_commit", "shared_buffers", "wal_level", "full_page_writes"} {
+		for _, s := range []string{"fsync", "synchronous_commit", "shared_buffers", "wal_level", "full_page_writes", "autovacuum"} {
 			settings = append(settings, [2]string{s, "SHOW " + s})
 		}
 	case bundialect.MySQL:

@@ -50,17 +50,6 @@ func percentile[T int64 | float64](sorted []T, p float64) T {
 	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
-// latencyOf summarises one run's latency samples (nanoseconds) in ms.
-func latencyOf(samples []int64) LatencyStat {
-	slices.Sort(samples)
-	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
-	return LatencyStat{
-		P50: ms(percentile(samples, 50)), P95: ms(percentile(samples, 95)),
-		P99: ms(percentile(samples, 99)), Max: ms(percentile(samples, 100)),
-		Samples: int64(len(samples)),
-	}
-}
-
 // medianLatency takes each field's median over runs.
 func medianLatency(runs []LatencyStat) *LatencyStat {
 	if len(runs) == 0 {
@@ -89,10 +78,17 @@ func medianLatency(runs []LatencyStat) *LatencyStat {
 // tracker measures commit → handler latency. Producers record each
 // message's commit time right after their transaction returns; the handler
 // looks it up. Sharded maps keep producers and handlers off one lock, and
-// int64 values avoid boxing every entry.
+// int64 values avoid boxing every entry. Only messages in flight are kept:
+// latencies go into fixed-size histograms, so the harness's memory does not
+// grow with the length of a run.
 type tracker struct {
 	base   time.Time
 	shards [trackerShards]trackerShard
+	all    *histogram
+	// window, when set, also receives every latency: the soak reads and
+	// replaces it at each sample to get the interval's percentiles.
+	window atomic.Pointer[histogram]
+	early  atomic.Int64
 }
 
 const trackerShards = 64
@@ -105,12 +101,10 @@ const deliveredFirst = -1
 type trackerShard struct {
 	mu      sync.Mutex
 	pending map[outbox.MessageID]int64 // commit time, ns since base, or deliveredFirst
-	samples []int64                    // latencies in ns
-	early   int64
 }
 
 func newTracker() *tracker {
-	t := &tracker{base: time.Now()}
+	t := &tracker{base: time.Now(), all: newHistogram()}
 	for i := range t.shards {
 		t.shards[i].pending = make(map[outbox.MessageID]int64)
 	}
@@ -144,29 +138,51 @@ func (t *tracker) delivered(id outbox.MessageID) {
 	at := t.now()
 	s := t.shard(id)
 	s.mu.Lock()
-	switch v, ok := s.pending[id]; {
-	case !ok:
+	latency, measured := int64(0), true
+	switch v, found := s.pending[id]; {
+	case !found:
 		// Delivered before the producer recorded its commit: latency ~0.
 		s.pending[id] = deliveredFirst
-		s.early++
-		s.samples = append(s.samples, 0)
+		t.early.Add(1)
 	case v != deliveredFirst:
 		delete(s.pending, id)
-		s.samples = append(s.samples, at-v)
+		latency = at - v
+	default:
+		measured = false // delivered again before its commit was recorded
 	}
 	s.mu.Unlock()
+	if !measured {
+		return
+	}
+	t.all.record(latency)
+	if w := t.window.Load(); w != nil {
+		w.record(latency)
+	}
 }
 
-// result returns every sample and the early-delivery count.
-func (t *tracker) result() (samples []int64, early int64) {
+// inFlight is how many messages the tracker holds: committed and not yet
+// delivered (and a few delivered first). The harness's memory grows with
+// it, that is with the backlog, not with the length of a run.
+func (t *tracker) inFlight() int64 {
+	var n int64
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		samples = append(samples, s.samples...)
-		early += s.early
+		n += int64(len(s.pending))
 		s.mu.Unlock()
 	}
-	return samples, early
+	return n
+}
+
+// result summarises every latency measured and counts early deliveries.
+func (t *tracker) result() (LatencyStat, int64) {
+	return t.all.latency(), t.early.Load()
+}
+
+// nextWindow starts a new interval histogram and returns the one it
+// replaces (nil the first time).
+func (t *tracker) nextWindow() *histogram {
+	return t.window.Swap(newHistogram())
 }
 
 // errEnough ends a producer whose share of a fixed total is written.
@@ -183,8 +199,13 @@ func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomi
 	defer cancel(nil)
 	start := time.Now()
 	var deadline time.Time
+	// ended closes at the deadline: a producer waiting for its next tick
+	// (a slow pace) stops there instead of a whole pace later.
+	ended := make(chan struct{})
 	if d > 0 {
 		deadline = start.Add(d)
+		stop := time.AfterFunc(d, func() { close(ended) })
+		defer stop.Stop()
 	}
 	var wg sync.WaitGroup
 	for p := range n {
@@ -199,6 +220,8 @@ func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomi
 				if tick != nil {
 					select {
 					case <-tick:
+					case <-ended:
+						return
 					case <-ctx.Done():
 						return
 					}

@@ -47,14 +47,35 @@ func (r *Report) WriteText(w io.Writer) error {
 		settings = append(settings, k+"="+r.Database.Settings[k])
 	}
 	ew.printf("settings: %s\n", strings.Join(settings, " "))
+	if av := r.Autovacuum; av != nil {
+		ew.printf("autovacuum: %s\n", av.describe())
+	}
 	k := r.Knobs
 	ew.printf("seqbox:   sequencer workers %d, batch %d (inner %d), reconcile %s; processor %s, concurrency %d, batch %d, poll %s, lease %s;\n"+
 		"          vacuum every %s, chunk %d; enqueue chunk %d rows / %s; maybe-dirty window %s\n",
 		k.SequencerWorkers, k.SequencerBatchSize, k.SequencerMaxInnerIterations, k.ReconcileInterval,
 		k.ProcessorMode, k.ProcessorConcurrency, k.ProcessorBatchSize, k.PollInterval, k.Lease,
 		k.VacuumInterval, k.VacuumChunk, k.EnqueueChunkRows, fmtBytes(int64(k.EnqueueChunkBytes)), k.MaybeDirtyWindow)
-	ew.printf("runs:     %d x %v per figure (median [min-max]); payload %d B, %d partitions, batch %d, drain %d msgs, latency rate %d msgs/s\n\n",
-		o.Runs, o.Duration, o.Payload, o.Partitions, o.Batch, o.DrainMessages, o.LatencyRate)
+	ew.printf("runs:     %d x %v per figure (median [min-max]); payload %d B, %d partitions, batch %d, drain %s msgs, latency rate %d msgs/s\n",
+		o.Runs, o.Duration, o.Payload, o.Partitions, o.Batch, joinInts(o.DrainMessages), o.LatencyRate)
+	var growth []string
+	if slices.Contains(o.Scenarios, ScenarioHeldSnapshot) {
+		growth = append(growth, fmt.Sprintf("held-snapshot windows %v", o.HeldWindow))
+	}
+	if slices.Contains(o.Scenarios, ScenarioPartitions) {
+		growth = append(growth, fmt.Sprintf("partition sweep %s (%v windows)", joinInts(o.PartitionSweep), o.Duration))
+	}
+	if slices.Contains(o.Scenarios, ScenarioSoak) {
+		rate := fmt.Sprintf("%.0f%% of a measured sustained rate", 100*SoakRateShareDefault)
+		if o.SoakRate > 0 {
+			rate = fmt.Sprintf("%d msgs/s", o.SoakRate)
+		}
+		growth = append(growth, fmt.Sprintf("soak %v sampled every %v at %s", o.SoakDuration, o.SoakInterval, rate))
+	}
+	if len(growth) > 0 {
+		ew.printf("growth:   %s (held-snapshot and partitions: pairs measured in each run; soak: one run)\n", strings.Join(growth, "; "))
+	}
+	ew.printf("\n")
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "scenario\tvariant\tmsgs/s median [min-max]\tbaseline msgs/s\tratio\tlatency ms p50/p95/p99/max")
@@ -73,6 +94,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("bench: write text report: %w", err)
+	}
+	if err := r.writeRatios(ew); err != nil {
+		return err
+	}
+	for _, res := range r.Results {
+		if len(res.Samples) > 0 {
+			if err := writeSamples(ew, res); err != nil {
+				return err
+			}
+		}
 	}
 
 	var details []string
@@ -101,6 +132,128 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return ew.err
+}
+
+// describe says which autovacuum was in force and who chose it.
+func (a *Autovacuum) describe() string {
+	if a.Mode == AutovacuumLeave {
+		return a.During + " (the server's setting, left as it is; --pg-autovacuum on|off sets it for a run)"
+	}
+	s := fmt.Sprintf("%s for this run (--pg-autovacuum %s; it was %s", a.During, a.Mode, a.Before)
+	switch {
+	case a.RestoreError != "":
+		s += ", and restoring it FAILED: " + a.RestoreError
+	case a.Restored != "":
+		s += ", restored to " + a.Restored
+	}
+	return s + ")"
+}
+
+// writeRatios lists every ratio, each measured within one run.
+func (r *Report) writeRatios(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	printed := false
+	for _, res := range r.Results {
+		for _, ratio := range res.Ratios {
+			if !printed {
+				fmt.Fprintln(tw, "\nratios (each from two figures of the same run; median [min-max] over runs):")
+				printed = true
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", res.Scenario, ratio.Name, fmtRatio(ratio.Stat))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write text report: %w", err)
+	}
+	return nil
+}
+
+func fmtRatio(s Stat) string {
+	if len(s.Runs) <= 1 {
+		return fmt.Sprintf("%.2f", s.Median)
+	}
+	return fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max)
+}
+
+// writeSamples prints a soak's samples, one line each. Storage columns
+// appear for the databases that report them.
+func writeSamples(w io.Writer, res Result) error {
+	has := func(get func(Sample) int64) bool {
+		return slices.ContainsFunc(res.Samples, func(s Sample) bool { return get(s) != 0 })
+	}
+	sum := func(m map[string]int64) int64 {
+		var t int64
+		for _, v := range m {
+			t += v
+		}
+		return t
+	}
+	type column struct {
+		head string
+		cell func(Sample) string
+	}
+	cols := []column{
+		{"t s", func(s Sample) string { return fmt.Sprint(math.Round(s.AtSec*10) / 10) }},
+		{"delivered/s", func(s Sample) string { return fmtCount(s.DeliveredPerSec) }},
+		{"committed/s", func(s Sample) string { return fmtCount(s.CommittedPerSec) }},
+		{"p50/p99 ms", func(s Sample) string { return fmtMs(s.LatencyP50Ms) + " / " + fmtMs(s.LatencyP99Ms) }},
+		{"incoming", func(s Sample) string { return fmtCount(float64(s.Incoming)) }},
+		{"unprocessed", func(s Sample) string { return fmtCount(float64(s.Unprocessed)) }},
+		{"wait-vacuum", func(s Sample) string { return fmtCount(float64(s.WaitingVacuum)) }},
+		{"rows body/out", func(s Sample) string {
+			return fmtCount(float64(s.TableRows["body"])) + " / " + fmtCount(float64(s.TableRows["outgoing"]))
+		}},
+	}
+	if has(func(s Sample) int64 { return sum(s.Storage.TableBytes) }) {
+		cols = append(cols, column{"table bytes", func(s Sample) string { return fmtBytes(sum(s.Storage.TableBytes)) }})
+	}
+	if has(func(s Sample) int64 { return sum(s.Storage.DeadTuples) }) {
+		cols = append(cols, column{"dead tuples", func(s Sample) string { return fmtCount(float64(sum(s.Storage.DeadTuples))) }})
+	}
+	if has(func(s Sample) int64 { return s.Storage.HistoryLength }) {
+		cols = append(cols, column{"history", func(s Sample) string { return fmtCount(float64(s.Storage.HistoryLength)) }})
+	}
+	if has(func(s Sample) int64 { return s.Storage.FileBytes }) {
+		cols = append(cols, column{"db file / wal", func(s Sample) string {
+			return fmtBytes(s.Storage.FileBytes) + " / " + fmtBytes(s.Storage.WALBytes)
+		}})
+	}
+	cols = append(cols,
+		column{"heap / rss", func(s Sample) string { return fmtBytes(s.HeapLiveBytes) + " / " + fmtBytes(s.RSSBytes) }},
+		column{"in flight", func(s Sample) string { return fmtCount(float64(s.TrackedInFlight)) }},
+		column{"goroutines", func(s Sample) string { return fmt.Sprint(s.Goroutines) }},
+		column{"log err/warn", func(s Sample) string { return fmt.Sprintf("%d / %d", s.LogErrors, s.LogWarnings) }},
+	)
+	fmt.Fprintf(w, "\n%s %s, samples (rates and latency over the interval, sizes at its end):\n", res.Scenario, res.Variant)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	for i, c := range cols {
+		if i > 0 {
+			fmt.Fprint(tw, "\t")
+		}
+		fmt.Fprint(tw, c.head)
+	}
+	fmt.Fprintln(tw, "\t")
+	for _, s := range res.Samples {
+		for i, c := range cols {
+			if i > 0 {
+				fmt.Fprint(tw, "\t")
+			}
+			fmt.Fprint(tw, c.cell(s))
+		}
+		fmt.Fprintln(tw, "\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("bench: write text report: %w", err)
+	}
+	return nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
 }
 
 // errWriter keeps the first write error so the text can be written without

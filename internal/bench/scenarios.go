@@ -14,13 +14,13 @@ import (
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
-	"github.com/seqbox/seqbox/sequencer"
 )
 
 const (
@@ -39,7 +39,8 @@ const (
 type bencher struct {
 	db       *bun.DB
 	opts     Options
-	log      *slog.Logger
+	log      *slog.Logger // counts warnings and errors into logs
+	logs     *logCounts
 	progress *progress
 	payload  []byte // generated once: the harness must not be the bottleneck
 	server   func(ctx context.Context) serverCounters
@@ -48,8 +49,10 @@ type bencher struct {
 func newBencher(db *bun.DB, opts Options) *bencher {
 	payload := make([]byte, opts.Payload)
 	_, _ = rand.Read(payload) // random, so no database can compress it away
+	logs := &logCounts{}
 	return &bencher{
-		db: db, opts: opts, log: opts.Logger, progress: newProgress(opts.Progress), payload: payload,
+		db: db, opts: opts, log: slog.New(newCountingHandler(opts.Logger.Handler(), logs)), logs: logs,
+		progress: newProgress(opts.Progress), payload: payload,
 		server: func(ctx context.Context) serverCounters { return readServerCounters(ctx, db) },
 	}
 }
@@ -64,13 +67,13 @@ func newPrefix() string {
 
 // builder configures an outbox on prefix with the library defaults; a nil
 // handler makes it producer-only.
-func (b *bencher) builder(prefix string, h *processor.Handler) *seqbox.Builder {
+func (b *bencher) builder(prefix string, partitions int, h *processor.Handler) *seqbox.Builder {
 	bld := seqbox.New(b.db).TablePrefix(prefix).Migrate(true).Logger(b.log)
 	var q []processor.QueueOption
 	if n := b.opts.ProcessorBatch; n > 0 {
 		q = append(q, processor.BatchSize(n))
 	}
-	bld.Queue(queueName, b.opts.Partitions, h, q...)
+	bld.Queue(queueName, partitions, h, q...)
 	if n := b.opts.SequencerWorkers; n > 0 {
 		bld.SequencerWorkers(n)
 	}
@@ -91,8 +94,8 @@ func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 		return Knobs{}, fmt.Errorf("bench: dialect: %w", err)
 	}
 	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
-	cfg := b.builder("bench_", noop).Config()
-	workers := cmp.Or(cfg.Sequencer.Workers, sequencer.WorkersFor(d))
+	cfg := b.builder("bench_", b.opts.Partitions, noop).Config()
+	workers := cmp.Or(cfg.Sequencer.Workers, d.Tuning().SequencerWorkers)
 	q := cfg.Queues[0].Options
 	return Knobs{
 		SequencerWorkers: workers, SequencerBatchSize: cfg.Sequencer.BatchSize,
@@ -109,23 +112,24 @@ func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 
 // run is one outbox on fresh tables.
 type run struct {
-	ob      *outbox.Outbox
-	d       dialect.Dialect
-	prefix  string
-	stopped bool
+	ob         *outbox.Outbox
+	d          dialect.Dialect
+	prefix     string
+	partitions int
+	stopped    bool
 }
 
 // start migrates fresh tables and starts an outbox on them (with no
 // background task at all when producerOnly). On failure it drops what it
 // created; otherwise the caller must call cleanup.
-func (b *bencher) start(ctx context.Context, h *processor.Handler, producerOnly bool) (*run, error) {
+func (b *bencher) start(ctx context.Context, partitions int, h *processor.Handler, producerOnly bool) (*run, error) {
 	prefix := newPrefix()
 	d, err := seqbox.Dialect(ctx, b.db, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("bench: dialect: %w", err)
 	}
-	r := &run{d: d, prefix: prefix}
-	bld := b.builder(prefix, h)
+	r := &run{d: d, prefix: prefix, partitions: partitions}
+	bld := b.builder(prefix, partitions, h)
 	if producerOnly {
 		bld.ProducerOnly()
 	}
@@ -141,7 +145,7 @@ func (b *bencher) restart(ctx context.Context, r *run, h *processor.Handler) err
 	if err := r.stop(ctx); err != nil {
 		return err
 	}
-	ob, err := b.builder(r.prefix, h).Migrate(false).Start(ctx)
+	ob, err := b.builder(r.prefix, r.partitions, h).Migrate(false).Start(ctx)
 	if err != nil {
 		return fmt.Errorf("bench: start outbox: %w", err)
 	}
@@ -173,12 +177,12 @@ func (r *run) cleanup(ctx context.Context) error {
 func (r *run) drop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 	defer cancel()
-	_ = r.d.SchemaDrop(ctx)
+	_ = r.d.SchemaDrop(ctx, &dialect.SchemaDropParams{})
 }
 
 // backlog is the sum over partitions of unsequenced and unacked messages.
 func backlog(ctx context.Context, d dialect.Dialect) (incoming, unprocessed int64, err error) {
-	ps, err := d.PartitionStats(ctx)
+	ps, err := d.PartitionStats(ctx, &dialect.PartitionStatsParams{})
 	if err != nil {
 		return 0, 0, fmt.Errorf("bench: partition stats: %w", err)
 	}
@@ -253,12 +257,13 @@ func (b *bencher) messages(n int) []outbox.Message {
 }
 
 // enqueueStep returns one producer's transaction: len(msgs) messages to
-// random partitions through ob.Transaction. With a tracker it records the
-// commit time of each id right after the commit.
-func (b *bencher) enqueueStep(ob *outbox.Outbox, msgs []outbox.Message, tr *tracker) func(ctx context.Context) (int, error) {
+// random partitions of r through r.ob.Transaction. With a tracker it
+// records the commit time of each id right after the commit.
+func (b *bencher) enqueueStep(r *run, msgs []outbox.Message, tr *tracker) func(ctx context.Context) (int, error) {
+	ob := r.ob
 	return func(ctx context.Context) (int, error) {
 		for i := range msgs {
-			msgs[i].Partition = mrand.IntN(b.opts.Partitions)
+			msgs[i].Partition = mrand.IntN(r.partitions)
 		}
 		var ids []outbox.MessageID
 		err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -386,7 +391,7 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 // returns the share of the enqueued messages sequenced by the end, which
 // shows whether the sequencer kept up.
 func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producerOnly bool, m *meter) (rate, sequencedPct float64, err error) {
-	r, err := b.start(ctx, nil, producerOnly)
+	r, err := b.start(ctx, b.opts.Partitions, nil, producerOnly)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -397,7 +402,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producer
 	}()
 	steps := make([]func(context.Context) (int, error), producers)
 	for p := range steps {
-		steps[p] = b.enqueueStep(r.ob, b.messages(batch), nil)
+		steps[p] = b.enqueueStep(r, b.messages(batch), nil)
 	}
 	m.begin(ctx)
 	elapsed, err := produce(ctx, producers, b.opts.Duration, 0, &m.count, func(ctx context.Context, p int) (int, error) {
@@ -555,42 +560,82 @@ func createBaseline(ctx context.Context, db *bun.DB, name dialect.Name, table st
 
 // ------------------------------------------------------------ drain
 
-// drainFigure measures how fast a preloaded backlog is delivered.
-func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int64) (Result, error) {
-	variant := fmt.Sprintf("%d msgs, %d partitions", b.opts.DrainMessages, b.opts.Partitions)
-	var rates, preloadRates []float64
-	var atStart []map[string]int64
-	var use usageStats
+// drainFigure measures how fast a preloaded backlog is delivered: one
+// figure per size in DrainMessages. With several sizes every run drains
+// each size in turn (so all see the same drift) and the later sizes carry
+// the ratio of their rate to the first size's, run by run: a per-message
+// cost that stays flat gives 1.
+func (b *bencher) drainFigure(ctx context.Context, tableRowsInto map[string]int64) ([]Result, error) {
+	sizes := b.opts.DrainMessages
+	variant := func(size int) string { return fmt.Sprintf("%d msgs, %d partitions", size, b.opts.Partitions) }
+	rates := make([][]float64, len(sizes))
+	preloadRates := make([][]float64, len(sizes))
+	atStart := make([][]map[string]int64, len(sizes))
+	use := make([]usageStats, len(sizes))
+	logs := make([]logDelta, len(sizes))
 	for i := range b.opts.Runs {
-		label := b.runLabel(ScenarioDrain, variant, i)
-		var preload float64
-		var start map[string]int64
-		rate, err := b.timed(label, &use, func(m *meter) (float64, error) {
-			var err error
-			var rate float64
-			rate, preload, start, err = b.drainRun(ctx, m, tableRowsInto)
-			return rate, err
-		})
-		if err != nil {
-			return Result{}, err
+		for s, size := range sizes {
+			moment := "drain.done"
+			if len(sizes) > 1 {
+				moment = fmt.Sprintf("drain.%d.done", size)
+			}
+			var preload float64
+			var start map[string]int64
+			mark := b.logs.snapshot()
+			rate, err := b.timed(b.runLabel(ScenarioDrain, variant(size), i), &use[s], func(m *meter) (float64, error) {
+				var err error
+				var rate float64
+				rate, preload, start, err = b.drainRun(ctx, m, int64(size), moment, tableRowsInto)
+				return rate, err
+			})
+			logs[s].add(b.logs, mark)
+			if err != nil {
+				return nil, err
+			}
+			rates[s], preloadRates[s] = append(rates[s], rate), append(preloadRates[s], preload)
+			atStart[s] = append(atStart[s], start)
 		}
-		rates, preloadRates, atStart = append(rates, rate), append(preloadRates, preload), append(atStart, start)
 	}
-	res := Result{Scenario: ScenarioDrain, Variant: variant, MsgsPerSec: newStat(rates), Extra: map[string]any{
-		"preload_msgs_per_sec": newStat(preloadRates),
-		"backlog_at_start":     atStart,
-		"note":                 "preloaded by a ProducerOnly outbox (nothing sequenced); timed from Start of the consuming outbox to an empty backlog: sequencing and delivery",
-	}}
-	use.put(res.Extra)
-	return res, nil
+	out := make([]Result, len(sizes))
+	for s, size := range sizes {
+		stat := newStat(rates[s])
+		res := Result{Scenario: ScenarioDrain, Variant: variant(size), MsgsPerSec: stat, Extra: map[string]any{
+			"preload_msgs_per_sec": newStat(preloadRates[s]),
+			"backlog_at_start":     atStart[s],
+			"us_per_msg":           1e6 / stat.Median,
+			"note":                 "preloaded by a ProducerOnly outbox (nothing sequenced); timed from Start of the consuming outbox to an empty backlog: sequencing and delivery",
+		}}
+		if s > 0 {
+			res.Ratios = []Ratio{{
+				Name: fmt.Sprintf("msgs/s %d/%d msgs", size, sizes[0]),
+				Stat: ratioStat(rates[s], rates[0]),
+			}}
+		}
+		use[s].put(res.Extra)
+		logs[s].put(res.Extra)
+		out[s] = res
+	}
+	return out, nil
 }
 
-// drainRun preloads DrainMessages with a ProducerOnly outbox, so the whole
-// backlog starts unsequenced whatever the database (as after an outage of
-// every consumer), then times a consuming outbox from Start until every
-// partition shows nothing unsequenced and nothing unacked.
-func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
-	r, err := b.start(ctx, nil, true)
+// ratioStat divides run by run: each ratio compares two figures measured in
+// the same run.
+func ratioStat(num, den []float64) Stat {
+	v := make([]float64, 0, len(num))
+	for i := range min(len(num), len(den)) {
+		if den[i] != 0 {
+			v = append(v, num[i]/den[i])
+		}
+	}
+	return newStat(v)
+}
+
+// drainRun preloads total messages with a ProducerOnly outbox, so the
+// whole backlog starts unsequenced whatever the database (as after an
+// outage of every consumer), then times a consuming outbox from Start until
+// every partition shows nothing unsequenced and nothing unacked.
+func (b *bencher) drainRun(ctx context.Context, m *meter, total int64, moment string, tableRowsInto map[string]int64) (rate, preloadRate float64, atStart map[string]int64, err error) {
+	r, err := b.start(ctx, b.opts.Partitions, nil, true)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -599,20 +644,21 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[stri
 			err = cerr
 		}
 	}()
-	total := int64(b.opts.DrainMessages)
 	var taken atomic.Int64
 	steps := make([]func(context.Context) (int, error), preloadProducers)
-	batches := make([][]outbox.Message, preloadProducers)
 	for p := range steps {
-		batches[p] = b.messages(preloadBatch)
+		batch := b.messages(preloadBatch)
+		steps[p] = func(ctx context.Context) (int, error) {
+			n := min(int64(preloadBatch), total-(taken.Add(preloadBatch)-preloadBatch))
+			if n <= 0 {
+				return 0, errEnough
+			}
+			return b.enqueueStep(r, batch[:n], nil)(ctx)
+		}
 	}
 	// The live line counts preloaded messages first, then delivered ones.
 	elapsed, err := produce(ctx, preloadProducers, 0, 0, &m.count, func(ctx context.Context, p int) (int, error) {
-		n := min(int64(preloadBatch), total-(taken.Add(preloadBatch)-preloadBatch))
-		if n <= 0 {
-			return 0, errEnough
-		}
-		return b.enqueueStep(r.ob, batches[p][:n], nil)(ctx)
+		return steps[p](ctx)
 	})
 	if err != nil {
 		return 0, 0, nil, fmt.Errorf("preload: %w", err)
@@ -645,7 +691,7 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[stri
 		return 0, 0, nil, err
 	}
 	rate = float64(total) / done.Sub(began).Seconds()
-	if err := tableRows(ctx, r.d, "drain.done", tableRowsInto); err != nil {
+	if err := tableRows(ctx, r.d, moment, tableRowsInto); err != nil {
 		return 0, 0, nil, err
 	}
 	return rate, preloadRate, atStart, nil
@@ -655,8 +701,10 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, tableRowsInto map[stri
 
 // pipelineRun is one run of producers and processors together.
 type pipelineRun struct {
-	enqueueRate   float64 // committed msgs/s over the window
-	deliveredRate float64 // handled msgs/s over the window
+	committed     int64         // messages committed in the window
+	window        time.Duration // how long the producers ran
+	enqueueRate   float64       // committed msgs/s over the window
+	deliveredRate float64       // handled msgs/s over the window
 	latency       LatencyStat
 	early         int64
 	backlogMax    int64
@@ -667,16 +715,69 @@ type pipelineRun struct {
 	duplicates    int64 // handler calls beyond the committed count: redeliveries
 }
 
-// pipelineRun runs producers against a consuming outbox for Duration,
+// throughput is the window's messages over the time it took to deliver
+// all of them (window plus drain): in a short window the pipeline's
+// start-up leaves the delivered rate near zero, this stays meaningful.
+func (p pipelineRun) throughput() float64 {
+	if d := (p.window + p.drainAfter).Seconds(); d > 0 {
+		return float64(p.committed) / d
+	}
+	return 0
+}
+
+// backlogGrowth is the backlog when the producers stopped minus the first
+// sample (a second in): what the window added beyond the start-up fill.
+func (p pipelineRun) backlogGrowth() int64 {
+	if len(p.backlogSeries) == 0 {
+		return p.backlogFinal
+	}
+	return p.backlogFinal - p.backlogSeries[0]
+}
+
+// pipelineSpec shapes one pipeline run.
+type pipelineSpec struct {
+	partitions, producers, batch int
+	window                       time.Duration
+	// pace > 0 paces every producer to one transaction per pace.
+	pace time.Duration
+	// rowsMoment, when set, counts table rows into tableRowsInto when the
+	// producers stop (<moment>.end) and after the rest is delivered
+	// (<moment>.drained).
+	rowsMoment    string
+	tableRowsInto map[string]int64
+	// hold, when set, is started just before the producers and released
+	// when the window closes, after the backlog and windowEnd were read:
+	// held-snapshot's unrelated open transaction.
+	hold func(ctx context.Context, r *run) (release func(context.Context) error, err error)
+	// windowEnd, when set, reads what the window left behind (before hold
+	// is released).
+	windowEnd func(ctx context.Context, r *run) error
+	// watch, when set, runs beside the producers until the window closes:
+	// the soak's sampler.
+	watch func(ctx context.Context, w *pipelineWatch) error
+}
+
+// pipelineWatch is what a watcher may read while a pipeline runs.
+type pipelineWatch struct {
+	r         *run
+	tr        *tracker
+	handled   *atomic.Int64 // handler calls so far
+	committed *atomic.Int64 // messages committed in the window so far
+	began     time.Time     // when the producers started
+}
+
+// pipelineRun runs producers against a consuming outbox for the window,
 // sampling the backlog every second, then waits for the rest to be
 // delivered. Latency covers every message committed in the window,
 // including those delivered after it: cutting them off would hide the
 // slowest ones.
-func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace time.Duration,
-	m *meter, rowsMoment string, tableRowsInto map[string]int64) (res pipelineRun, err error) {
+func (b *bencher) pipelineRun(ctx context.Context, spec pipelineSpec, m *meter) (res pipelineRun, err error) {
 	tr := newTracker()
+	// The latency so far, also when the run fails: a pipeline that stalls
+	// shows it there.
+	defer func() { res.latency, res.early = tr.result() }()
 	var handled atomic.Int64
-	r, err := b.start(ctx, processor.Leased(func(_ context.Context, d processor.Delivery) error {
+	r, err := b.start(ctx, spec.partitions, processor.Leased(func(_ context.Context, d processor.Delivery) error {
 		tr.delivered(d.ID)
 		handled.Add(1)
 		return nil
@@ -690,52 +791,73 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		}
 	}()
 
-	// Backlog sampler: one sample per second of the window.
-	samplerCtx, stopSampler := context.WithCancel(ctx)
-	samplerDone := make(chan error, 1)
-	go func() {
+	release := func(context.Context) error { return nil }
+	if spec.hold != nil {
+		if release, err = spec.hold(ctx, r); err != nil {
+			return res, err
+		}
+	}
+	released := false
+	defer func() {
+		if !released {
+			_ = release(context.WithoutCancel(ctx))
+		}
+	}()
+
+	// Backlog sampler (one sample per second of the window) and the
+	// optional watcher, both stopped when the producers stop.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watchers errgroup.Group
+	watchers.Go(func() error {
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
 		for {
 			select {
-			case <-samplerCtx.Done():
-				samplerDone <- nil
-				return
+			case <-watchCtx.Done():
+				return nil
 			case <-t.C:
-				in, un, err := backlog(samplerCtx, r.d)
+				in, un, err := backlog(watchCtx, r.d)
 				if err != nil {
-					if samplerCtx.Err() != nil {
-						samplerDone <- nil
-					} else {
-						samplerDone <- err
+					if watchCtx.Err() != nil {
+						return nil
 					}
-					return
+					return err
 				}
 				res.backlogSeries = append(res.backlogSeries, in+un)
 			}
 		}
-	}()
+	})
 
-	steps := make([]func(context.Context) (int, error), producers)
+	steps := make([]func(context.Context) (int, error), spec.producers)
 	for p := range steps {
-		steps[p] = b.enqueueStep(r.ob, b.messages(batch), tr)
+		steps[p] = b.enqueueStep(r, b.messages(spec.batch), tr)
 	}
 	h0 := handled.Load()
 	m.begin(ctx)
-	elapsed, err := produce(ctx, producers, b.opts.Duration, pace, &m.count, func(ctx context.Context, p int) (int, error) {
+	if spec.watch != nil {
+		w := &pipelineWatch{r: r, tr: tr, handled: &handled, committed: &m.count, began: time.Now()}
+		watchers.Go(func() error {
+			if err := spec.watch(watchCtx, w); err != nil && watchCtx.Err() == nil {
+				return err
+			}
+			return nil
+		})
+	}
+	elapsed, err := produce(ctx, spec.producers, spec.window, spec.pace, &m.count, func(ctx context.Context, p int) (int, error) {
 		return steps[p](ctx)
 	})
 	m.end(ctx)
 	h1 := handled.Load()
-	stopSampler()
-	if serr := <-samplerDone; serr != nil && err == nil {
-		err = serr
+	stopWatch()
+	if werr := watchers.Wait(); werr != nil && err == nil {
+		err = werr
 	}
 	if err != nil {
 		return res, err
 	}
 	windowEnd := time.Now()
 	committed := m.count.Load()
+	res.committed, res.window = committed, elapsed
 	res.enqueueRate = float64(committed) / elapsed.Seconds()
 	res.deliveredRate = float64(h1-h0) / elapsed.Seconds()
 	finalAt := time.Now()
@@ -747,10 +869,19 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 	for _, v := range append(res.backlogSeries, res.backlogFinal) {
 		res.backlogMax = max(res.backlogMax, v)
 	}
-	if rowsMoment != "" {
-		if err := tableRows(ctx, r.d, rowsMoment+".end", tableRowsInto); err != nil {
+	if spec.rowsMoment != "" {
+		if err := tableRows(ctx, r.d, spec.rowsMoment+".end", spec.tableRowsInto); err != nil {
 			return res, err
 		}
+	}
+	if spec.windowEnd != nil {
+		if err := spec.windowEnd(ctx, r); err != nil {
+			return res, err
+		}
+	}
+	released = true
+	if err := release(ctx); err != nil {
+		return res, err
 	}
 	// An empty backlog means every committed message is acked already.
 	done := finalAt
@@ -760,68 +891,105 @@ func (b *bencher) pipelineRun(ctx context.Context, producers, batch int, pace ti
 		}
 	}
 	res.drainAfter = max(done.Sub(windowEnd), 0)
-	if rowsMoment != "" {
-		if err := tableRows(ctx, r.d, rowsMoment+".drained", tableRowsInto); err != nil {
+	if spec.rowsMoment != "" {
+		if err := tableRows(ctx, r.d, spec.rowsMoment+".drained", spec.tableRowsInto); err != nil {
 			return res, err
 		}
 	}
-	samples, early := tr.result()
-	res.latency, res.early = latencyOf(samples), early
 	res.retried = r.ob.Counters().Retried
 	res.duplicates = handled.Load() - committed
 	return res, nil
 }
 
+// sustainedSpec is the sustained shape: Batch per transaction, as fast as
+// the producers go, for Duration.
+func (b *bencher) sustainedSpec(partitions, producers int) pipelineSpec {
+	return pipelineSpec{partitions: partitions, producers: producers, batch: b.opts.Batch, window: b.opts.Duration}
+}
+
+// latencySpec is the latency shape: LatencyRate offered by one-message
+// transactions, for Duration.
+func (b *bencher) latencySpec(partitions, producers int) pipelineSpec {
+	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
+	return pipelineSpec{partitions: partitions, producers: producers, batch: 1, window: b.opts.Duration, pace: max(pace, time.Microsecond)}
+}
+
+func sustainedVariant(batch, producers int) string {
+	return fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
+}
+
+func (b *bencher) latencyVariant(producers int) string {
+	return fmt.Sprintf("%d msgs/s offered, 1/tx, %s", b.opts.LatencyRate, plural(producers, "producer"))
+}
+
 // sustainedFigure: producers and processors together; the rate is what the
 // handlers got through during the window.
 func (b *bencher) sustainedFigure(ctx context.Context, producers int, tableRowsInto map[string]int64) (Result, error) {
-	variant := fmt.Sprintf("%d/tx, %s", b.opts.Batch, plural(producers, "producer"))
-	runs, use, err := b.pipelineFigure(ctx, ScenarioSustained, variant, producers, b.opts.Batch, 0, ScenarioSustained, tableRowsInto)
+	variant := sustainedVariant(b.opts.Batch, producers)
+	spec := b.sustainedSpec(b.opts.Partitions, producers)
+	spec.rowsMoment, spec.tableRowsInto = ScenarioSustained, tableRowsInto
+	runs, use, err := b.pipelineFigure(ctx, ScenarioSustained, variant, spec, delivered)
 	if err != nil {
 		return Result{}, err
 	}
-	res := pipelineResult(ScenarioSustained, variant, runs, func(p pipelineRun) float64 { return p.deliveredRate })
+	return sustainedResult(ScenarioSustained, variant, runs, use), nil
+}
+
+func sustainedResult(scenario, variant string, runs []pipelineRun, use *usageStats) Result {
+	res := pipelineResult(scenario, variant, runs, delivered)
 	use.put(res.Extra)
-	res.Extra["enqueued_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.enqueueRate })
-	return res, nil
+	res.Extra["enqueued_msgs_per_sec"] = statOf(runs, enqueued)
+	return res
 }
 
 // latencyFigure: a fixed low rate of one-message transactions.
 func (b *bencher) latencyFigure(ctx context.Context, producers int) (Result, error) {
-	variant := fmt.Sprintf("%d msgs/s offered, 1/tx, %s", b.opts.LatencyRate, plural(producers, "producer"))
-	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
-	runs, use, err := b.pipelineFigure(ctx, ScenarioLatency, variant, producers, 1, max(pace, time.Microsecond), "", nil)
+	variant := b.latencyVariant(producers)
+	runs, use, err := b.pipelineFigure(ctx, ScenarioLatency, variant, b.latencySpec(b.opts.Partitions, producers), enqueued)
 	if err != nil {
 		return Result{}, err
 	}
-	// The rate is what was committed: below the offered rate when
-	// single-message transactions cannot keep the pace.
-	res := pipelineResult(ScenarioLatency, variant, runs, func(p pipelineRun) float64 { return p.enqueueRate })
-	use.put(res.Extra)
-	res.Extra["delivered_msgs_per_sec"] = statOf(runs, func(p pipelineRun) float64 { return p.deliveredRate })
-	return res, nil
+	return latencyResult(ScenarioLatency, variant, runs, use), nil
 }
 
-func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, producers, batch int, pace time.Duration,
-	rowsMoment string, tableRowsInto map[string]int64) ([]pipelineRun, *usageStats, error) {
+// latencyResult: the rate is what was committed, below the offered rate
+// when single-message transactions cannot keep the pace.
+func latencyResult(scenario, variant string, runs []pipelineRun, use *usageStats) Result {
+	res := pipelineResult(scenario, variant, runs, enqueued)
+	use.put(res.Extra)
+	res.Extra["delivered_msgs_per_sec"] = statOf(runs, delivered)
+	return res
+}
+
+func delivered(p pipelineRun) float64 { return p.deliveredRate }
+func enqueued(p pipelineRun) float64  { return p.enqueueRate }
+
+// pipelineFigure measures spec Runs times; rate is the figure each run's
+// progress line reports.
+func (b *bencher) pipelineFigure(ctx context.Context, scenario, variant string, spec pipelineSpec,
+	rate func(pipelineRun) float64) ([]pipelineRun, *usageStats, error) {
 	var runs []pipelineRun
 	var use usageStats
 	for i := range b.opts.Runs {
-		var pr pipelineRun
-		_, err := b.timed(b.runLabel(scenario, variant, i), &use, func(m *meter) (float64, error) {
-			var err error
-			pr, err = b.pipelineRun(ctx, producers, batch, pace, m, rowsMoment, tableRowsInto)
-			if scenario == ScenarioSustained {
-				return pr.deliveredRate, err
-			}
-			return pr.enqueueRate, err
-		})
+		pr, err := b.pipelineOnce(ctx, b.runLabel(scenario, variant, i), &use, spec, rate)
 		if err != nil {
 			return nil, nil, err
 		}
 		runs = append(runs, pr)
 	}
 	return runs, &use, nil
+}
+
+// pipelineOnce is one timed pipeline run, its resource use added to use.
+func (b *bencher) pipelineOnce(ctx context.Context, label string, use *usageStats, spec pipelineSpec,
+	rate func(pipelineRun) float64) (pipelineRun, error) {
+	var pr pipelineRun
+	_, err := b.timed(label, use, func(m *meter) (float64, error) {
+		var err error
+		pr, err = b.pipelineRun(ctx, spec, m)
+		return rate(pr), err
+	})
+	return pr, err
 }
 
 func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {

@@ -98,7 +98,7 @@ func benchOutbox(b *testing.B, db *bun.DB, build func(*seqbox.Builder) *seqbox.B
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = d.SchemaDrop(context.Background()) })
+	b.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
 	ob, err := build(seqbox.New(db).TablePrefix(prefix).Migrate(true)).Start(ctx)
 	if err != nil {
 		b.Fatal(err)
@@ -216,12 +216,18 @@ func BenchmarkDrain(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				// Bounded: a pipeline that stops delivering fails the
+				// benchmark instead of spinning for ever.
+				deadline := time.Now().Add(5 * time.Minute)
 				for handled.Load() < backlog {
+					if time.Now().After(deadline) {
+						b.Fatalf("drain stalled: %d of %d delivered after 5 minutes", handled.Load(), backlog)
+					}
 					time.Sleep(time.Millisecond)
 				}
 				total += time.Since(began)
 				_ = consumer.Stop(ctx)
-				_ = d.SchemaDrop(ctx)
+				_ = d.SchemaDrop(ctx, &dialect.SchemaDropParams{})
 			}
 			b.ReportMetric(float64(b.N*backlog)/total.Seconds(), "msgs/s")
 		})

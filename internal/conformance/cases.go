@@ -1,6 +1,6 @@
 package conformance
 
-// Cases lists every behaviour of the suite. Guarantees of DESIGN.md §1:
+// Cases lists every behaviour of the suite. Guarantees (docs/ARCHITECTURE.md, "Guarantees and their tests"):
 // 1 atomic enqueue, 2 per-partition order, 3 at-least-once / exactly-once
 // effects, 4 no loss on crash, 5 one active processor per partition,
 // 6 bad input writes nothing, 7 bounded storage.
@@ -14,6 +14,8 @@ func Cases() []Case {
 		{"PerPartitionOrder", testPerPartitionOrder},                                         // 2
 		{"OverlappingTransactionsNeverSkipped", testOverlappingTransactionsNeverSkipped},     // 2
 		{"SequenceMoveShapes", testSequenceMoveShapes},                                       // 2
+		{"LateCommitMovedAfterLaterRows", testLateCommitMovedAfterLaterRows},                 // 2
+		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
 		{"RejectDeadLetters", testRejectDeadLetters},                                         // 3
 		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                               // 3
@@ -26,10 +28,20 @@ func Cases() []Case {
 		{"StopDrainsInFlight", testStopDrainsInFlight},                                       // 4
 		{"StopReleasesLeases", testStopReleasesLeases},                                       // 4, 5
 		{"ConcurrencyTorture", testConcurrencyTorture},                                       // 1, 2, 3, 5, 7
+		{"CrashRestartNothingLost", testCrashRestartNothingLost},                             // 1, 2, 3, 4
+		{"ConnectionFaultsNothingLost", testConnectionFaultsNothingLost},                     // 1, 2, 3, 4
 		{"BadInputWritesNothing", testBadInputWritesNothing},                                 // 6
-		{"VacuumBoundsStorage", testVacuumBoundsStorage},                                     // 7
+		{"HeadersExactOrRefused", testHeadersExactOrRefused},                                 // 6
+		{"NilConnRefused", testNilConnRefused},                                               // 6
+		{"HandlerErrorTextAnyBytes", testHandlerErrorTextAnyBytes},                           // 3
+		{"LeasedBatchOutcomeWithHostileText", testLeasedBatchOutcomeWithHostileText},         // 3
+		{"ConfigureQueuesHonoured", testConfigureQueuesHonoured},
+		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
+		{"VacuumBoundsStorage", testVacuumBoundsStorage},               // 7
+		{"TableVacuum", testTableVacuum},                               // 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
+		{"FailedStartRegistersNothing", testFailedStartRegistersNothing},
 	}
 }

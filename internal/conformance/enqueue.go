@@ -246,18 +246,18 @@ func testBadInputWritesNothing(e *Env) {
 
 	// Invalid configuration is an error from Start, never a panic, and writes nothing.
 	for name, b := range map[string]*seqbox.Builder{
-		"queue name":       e.Builder().Queue("no spaces", 1, nil),
-		"zero partitions":  e.Builder().Queue("q", 0, nil),
-		"1025 partitions":  e.Builder().Queue("q", 1025, nil),
-		"duplicate queue":  e.Builder().Queue("q", 1, nil).Queue("q", 1, nil),
-		"batch size":       e.Builder().Queue("q", 1, nil, processor.BatchSize(0)),
-		"lease headroom":   e.Builder().Queue("q", 1, nil, processor.Lease(time.Second, 2*time.Second)),
-		"table prefix":     e.Builder().TablePrefix("Bad-Prefix"),
-		"payload limit":    e.Builder().MaxPayloadBytes(1 << 30),
-		"sequencer batch":  e.Builder().SequencerBatchSize(-1),
-		"processor conc.":  e.Builder().ProcessorConcurrency(-2),
-		"vacuum interval":  e.Builder().VacuumInterval(-time.Second),
-		"negative retries": e.Builder().Queue("q", 1, nil, processor.MaxAttempts(-1)),
+		"queue name":      e.Builder().Queue("no spaces", 1, nil),
+		"zero partitions": e.Builder().Queue("q", 0, nil),
+		"1025 partitions": e.Builder().Queue("q", 1025, nil),
+		"duplicate queue": e.Builder().Queue("q", 1, nil).Queue("q", 1, nil),
+		"batch size":      e.Builder().Queue("q", 1, nil, processor.BatchSize(10001)),
+		"lease headroom":  e.Builder().Queue("q", 1, nil, processor.Lease(time.Second, 2*time.Second)),
+		"table prefix":    e.Builder().TablePrefix("Bad-Prefix"),
+		"payload limit":   e.Builder().MaxPayloadBytes(1 << 30),
+		"sequencer batch": e.Builder().SequencerBatchSize(-1),
+		"processor conc.": e.Builder().ProcessorConcurrency(-2),
+		"vacuum interval": e.Builder().VacuumInterval(-time.Second),
+		"negative batch":  e.Builder().Queue("q", 1, nil, processor.BatchSize(-1)),
 	} {
 		_, err := b.Start(e.Ctx)
 		require.ErrorIs(e.T, err, seqbox.ErrInvalidConfig, name)

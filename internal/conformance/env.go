@@ -1,6 +1,7 @@
-// Package conformance is seqbox's one behaviour suite: every guarantee of
-// DESIGN.md section 1 as a named test, run unchanged against PostgreSQL,
-// MariaDB/MySQL and SQLite (see conformance_test.go for the wiring).
+// Package conformance is seqbox's one behaviour suite: every guarantee
+// (docs/ARCHITECTURE.md, "Guarantees and their tests") as a named test, run
+// unchanged against PostgreSQL, MariaDB/MySQL and SQLite (see
+// conformance_test.go for the wiring).
 package conformance
 
 import (
@@ -48,15 +49,15 @@ func Run(t *testing.T, db *bun.DB, cases []Case) {
 
 // NewEnv migrates a fresh prefix and drops it when the test ends.
 func NewEnv(t *testing.T, db *bun.DB) *Env {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a failure bound: the torture under -race on a busy 2-core host took over 3
 	t.Cleanup(cancel)
 	prefix := dbtest.Prefix(t)
 	d, err := seqbox.Dialect(ctx, db, prefix)
 	require.NoError(t, err)
-	require.NoError(t, d.SchemaMigrate(ctx))
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	t.Cleanup(func() {
 		if os.Getenv("SEQBOX_KEEP_TABLES") == "" {
-			_ = d.SchemaDrop(context.Background())
+			_ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{})
 		}
 	})
 	return &Env{T: t, Ctx: ctx, DB: db, Prefix: prefix, D: d}

@@ -31,7 +31,7 @@ func testRegistrationConcurrent(e *Env) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			results[i], errs[i] = e.D.QueueRegister(e.Ctx, &dialect.QueueRegisterParams{Queue: "race", Partitions: 8})
+			results[i], errs[i] = registerOne(e, "race", 8)
 		})
 	}
 	wg.Wait()
@@ -49,7 +49,7 @@ func testRegistrationConcurrent(e *Env) {
 	won := map[int]bool{}
 	for _, parts := range []int{3, 5, 3, 5} {
 		wg.Go(func() {
-			ids, err := e.D.QueueRegister(e.Ctx, &dialect.QueueRegisterParams{Queue: "split", Partitions: parts})
+			ids, err := registerOne(e, "split", parts)
 			if err != nil {
 				require.ErrorIs(e.T, err, dialect.ErrPartitionCountMismatch)
 				return
@@ -66,4 +66,25 @@ func testRegistrationConcurrent(e *Env) {
 		winner = k
 	}
 	require.Equal(e.T, 8+winner, e.Count("partitions"))
+}
+
+func registerOne(e *Env, queue string, partitions int) ([]int64, error) {
+	ids, err := e.D.QueueRegister(e.Ctx, &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: queue, Partitions: partitions}}})
+	if err != nil {
+		return nil, err
+	}
+	return ids[0], nil
+}
+
+// testFailedStartRegistersNothing: a Start that fails on one queue's
+// partition-count mismatch leaves none of its other queues registered, so
+// a later Start with corrected counts succeeds.
+func testFailedStartRegistersNothing(e *Env) {
+	e.Start(e.Builder().Queue("b", 8, nil))
+	before := e.Counts()
+	_, err := e.Builder().Queue("a", 3, nil).Queue("b", 4, nil).Queue("c", 2, nil).Start(e.Ctx)
+	require.ErrorIs(e.T, err, dialect.ErrPartitionCountMismatch)
+	require.Equal(e.T, before, e.Counts(), "the failed Start left rows behind")
+	e.Start(e.Builder().Queue("a", 5, nil).Queue("b", 8, nil))
+	require.Equal(e.T, 13, e.Count("partitions"))
 }

@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS seqbox_body (
 ) ENGINE=InnoDB;
 
 -- No foreign key to partitions: it would make every producer hold a share
--- lock on the partition row that the sequencer locks (DESIGN.md section 3).
+-- lock on the partition row that the sequencer locks (docs/ARCHITECTURE.md, "Tables and locks").
 CREATE TABLE IF NOT EXISTS seqbox_incoming (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     partition_id BIGINT NOT NULL,
@@ -72,3 +72,34 @@ CREATE TABLE IF NOT EXISTS seqbox_dead_letters (
     KEY seqbox_dead_letters_status_deadline (status, deadline),
     KEY seqbox_dead_letters_status_failed_at (status, failed_at)
 ) ENGINE=InnoDB;
+
+-- Text that comes from outside (headers, error text) is stored as utf8mb4
+-- whatever the database's default character set: under a latin1 default a
+-- strict server refuses characters outside latin1, and a lenient one turns
+-- them into '?', altering what is delivered. Re-running is a no-op.
+ALTER TABLE seqbox_body MODIFY headers MEDIUMTEXT CHARACTER SET utf8mb4 NULL;
+
+ALTER TABLE seqbox_processor MODIFY last_error TEXT CHARACTER SET utf8mb4 NULL;
+
+ALTER TABLE seqbox_dead_letters MODIFY headers MEDIUMTEXT CHARACTER SET utf8mb4 NULL,
+    MODIFY last_error TEXT CHARACTER SET utf8mb4 NULL;
+
+-- vacuum_counter.pruned_seq: every outgoing row at or below it is deleted.
+-- Vacuum starts each sweep there and acks no longer touch this row; the
+-- counter column is no longer used (docs/ARCHITECTURE.md, "Vacuum").
+-- MySQL 8 has no ADD COLUMN IF NOT EXISTS (MariaDB has): the column is added
+-- through a statement chosen from information_schema, so a re-run is a no-op.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_vacuum_counter' AND column_name = 'pruned_seq') = 0,
+    'ALTER TABLE seqbox_vacuum_counter ADD COLUMN pruned_seq BIGINT NOT NULL DEFAULT 0', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;
+
+UPDATE seqbox_vacuum_counter v SET pruned_seq = COALESCE(
+    (SELECT MIN(o.seq) - 1 FROM seqbox_outgoing o WHERE o.partition_id = v.partition_id),
+    (SELECT p.processed_seq FROM seqbox_processor p WHERE p.partition_id = v.partition_id), 0)
+WHERE pruned_seq = 0;

@@ -21,7 +21,7 @@ CREATE TABLE IF NOT EXISTS seqbox_body (
 );
 
 -- No foreign key to partitions: it would make every producer hold a share
--- lock on the partition row that the sequencer locks (DESIGN.md section 3).
+-- lock on the partition row that the sequencer locks (docs/ARCHITECTURE.md, "Tables and locks").
 CREATE TABLE IF NOT EXISTS seqbox_incoming (
     id BIGSERIAL PRIMARY KEY,
     partition_id BIGINT NOT NULL,
@@ -75,3 +75,41 @@ CREATE TABLE IF NOT EXISTS seqbox_dead_letters (
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_status_deadline ON seqbox_dead_letters (status, deadline);
 
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_status_failed_at ON seqbox_dead_letters (status, failed_at);
+
+-- Cost that stays flat (docs/ARCHITECTURE.md, "Tables and locks").
+--
+-- incoming.xid is the inserting transaction's id. The sequencer reads a
+-- partition in (xid, id) order from a lower bound, partitions.incoming_xid,
+-- below which every row is final and already moved: moved rows that no
+-- vacuum may remove yet (a held snapshot, autovacuum off) are never scanned
+-- again. Rows that exist before this migration read as xid 0, and every
+-- bound starts at 0, so they are found first. Adding the column and its
+-- default in one statement leaves no window in which a new row gets 0.
+ALTER TABLE seqbox_incoming ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT '0',
+    ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+
+CREATE INDEX IF NOT EXISTS seqbox_incoming_partition_xid ON seqbox_incoming (partition_id, xid, id);
+
+DROP INDEX IF EXISTS seqbox_incoming_partition_id;
+
+ALTER TABLE seqbox_partitions ADD COLUMN IF NOT EXISTS incoming_xid xid8 NOT NULL DEFAULT '0';
+
+-- vacuum_counter.pruned_seq: every outgoing row at or below it is deleted.
+-- Vacuum starts each sweep there (no MIN(seq) over dead index entries) and
+-- acks no longer touch this row. The counter column is no longer used.
+ALTER TABLE seqbox_vacuum_counter ADD COLUMN IF NOT EXISTS pruned_seq BIGINT NOT NULL DEFAULT 0;
+
+UPDATE seqbox_vacuum_counter v SET pruned_seq = COALESCE(
+    (SELECT MIN(o.seq) - 1 FROM seqbox_outgoing o WHERE o.partition_id = v.partition_id),
+    (SELECT p.processed_seq FROM seqbox_processor p WHERE p.partition_id = v.partition_id), 0)
+WHERE pruned_seq = 0;
+
+-- Autovacuum must never truncate the hot tables: truncation holds an
+-- ACCESS EXCLUSIVE lock that stalls every seqbox statement on the table
+-- (seen as statements timing out behind wait event VacuumTruncate). The
+-- space stays in the file and is reused by the next inserts.
+ALTER TABLE seqbox_incoming SET (vacuum_truncate = off);
+
+ALTER TABLE seqbox_outgoing SET (vacuum_truncate = off);
+
+ALTER TABLE seqbox_body SET (vacuum_truncate = off);

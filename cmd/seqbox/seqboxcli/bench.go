@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,6 +22,33 @@ type benchCLI struct {
 	cpuProfile string
 }
 
+// intList is a comma-separated list of positive integers as a flag value.
+type intList struct{ v *[]int }
+
+func (l intList) String() string {
+	if l.v == nil {
+		return ""
+	}
+	s := make([]string, len(*l.v))
+	for i, n := range *l.v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l intList) Set(value string) error {
+	var out []int
+	for _, f := range strings.Split(value, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("want positive integers separated by commas, got %q", value)
+		}
+		out = append(out, n)
+	}
+	*l.v = out
+	return nil
+}
+
 func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs := flag.NewFlagSet("seqbox bench", flag.ContinueOnError)
 	fs.StringVar(&o.DSN, "dsn", "", "database to measure (default: a fresh SQLite file in a temporary directory)")
@@ -30,14 +58,25 @@ func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs.IntVar(&o.Producers, "producers", 0, "producers for every scenario (default: per scenario, see README)")
 	fs.IntVar(&o.Batch, "batch", bench.BatchDefault, "messages per transaction in enqueue-batch and sustained")
 	fs.IntVar(&o.Runs, "runs", bench.RunsDefault, "runs per figure (the median is reported, with min-max)")
-	fs.IntVar(&o.DrainMessages, "drain-messages", bench.DrainMessagesDefault, "backlog preloaded by the drain scenario")
+	o.DrainMessages = []int{bench.DrainMessagesDefault}
+	fs.Var(intList{&o.DrainMessages}, "drain-messages", "backlog preloaded by the drain scenario; several sizes (200000,1000000) are drained\n"+
+		"in turn each run and compared (msgs/s of each to the first's)")
 	fs.IntVar(&o.LatencyRate, "latency-rate", bench.LatencyRateDefault, "offered msgs/s of the latency scenario")
+	fs.DurationVar(&o.HeldWindow, "held-window", bench.HeldWindowDefault, "held-snapshot: length of each window (plain, then with a snapshot held)")
+	o.PartitionSweep = bench.PartitionSweepDefault()
+	fs.Var(intList{&o.PartitionSweep}, "partition-sweep", "partitions: partition counts to compare (sustained and latency, --duration each)")
+	fs.DurationVar(&o.SoakDuration, "soak-duration", bench.SoakDurationDefault, "soak: length of the run")
+	fs.DurationVar(&o.SoakInterval, "soak-interval", bench.SoakIntervalDefault, "soak: time between samples")
+	fs.IntVar(&o.SoakRate, "soak-rate", 0, fmt.Sprintf("soak: offered msgs/s (0: %.0f%% of a sustained run of --duration measured first)", 100*bench.SoakRateShareDefault))
+	fs.StringVar(&o.PGAutovacuum, "pg-autovacuum", bench.AutovacuumLeave, "PostgreSQL: set autovacuum on or off for the run (ALTER SYSTEM + reload, restored\n"+
+		"afterwards; the user must be a superuser), or leave it")
 	fs.IntVar(&o.SequencerWorkers, "sequencer-workers", 0, "override the sequencer's worker count (0: library default)")
 	fs.IntVar(&o.SequencerBatch, "sequencer-batch", 0, "override the sequencer's rows per move (0: library default)")
 	fs.IntVar(&o.ProcessorConcurrency, "processor-concurrency", 0, "override the processors' concurrency (0: library default)")
 	fs.IntVar(&o.ProcessorBatch, "processor-batch", 0, "override the queue's messages per handler call (0: library default)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
-	fs.StringVar(&c.scenarios, "scenarios", "", "comma-separated subset of: "+strings.Join(bench.AllScenarios(), ", ")+" (default: all)")
+	fs.StringVar(&c.scenarios, "scenarios", "", "comma-separated subset of: "+strings.Join(bench.AllScenarios(), ", ")+
+		"\n(default: "+strings.Join(bench.DefaultScenarios(), ", ")+")")
 	fs.BoolVar(&c.asJSON, "json", false, "print the report as JSON")
 	return fs
 }
@@ -49,6 +88,8 @@ func benchUsage(w io.Writer) {
 	fs.SetOutput(w)
 	fmt.Fprintln(w, "usage: seqbox bench [flags]")
 	fmt.Fprintln(w, "\nMeasures seqbox against a plain multi-row INSERT baseline on the same database, in the same run.")
+	fmt.Fprintln(w, "The growth scenarios (held-snapshot, partitions, soak; drain with several sizes) report ratios")
+	fmt.Fprintln(w, "of two conditions measured in the same run: whether cost stays flat.")
 	fs.PrintDefaults()
 }
 
@@ -82,17 +123,23 @@ func runBench(ctx context.Context, s streams, args []string) int {
 	}
 	started := time.Now()
 	report, err := bench.Run(ctx, o)
-	if err != nil {
+	if errors.Is(err, bench.ErrInvalidOptions) {
 		fmt.Fprintf(s.stderr, "seqbox bench: %v\n", err)
-		if errors.Is(err, bench.ErrInvalidOptions) {
-			return ExitUsage
-		}
-		return ExitFailure
+		return ExitUsage
 	}
-	if c.asJSON {
-		err = report.WriteJSON(s.stdout)
-	} else {
-		err = report.WriteText(s.stdout)
+	// A run that failed part way still prints what it measured (a soak's
+	// samples up to the failure), then the error.
+	if report != nil && (err == nil || len(report.Results) > 0) {
+		var werr error
+		if c.asJSON {
+			werr = report.WriteJSON(s.stdout)
+		} else {
+			werr = report.WriteText(s.stdout)
+		}
+		if werr != nil {
+			fmt.Fprintf(s.stderr, "seqbox bench: %v\n", werr)
+			return ExitFailure
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox bench: %v\n", err)

@@ -3,9 +3,11 @@ package seqboxcli_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,6 +53,12 @@ func TestUsage(t *testing.T) {
 		{name: "demo bad dsn", args: []string{"demo", "--dsn", "redis://localhost"}, code: seqboxcli.ExitUsage, stderr: "invalid DSN", noStdout: true},
 		{name: "help bench", args: []string{"help", "bench"}, code: seqboxcli.ExitOK, stdout: "-sequencer-workers"},
 		{name: "bench bad knob", args: []string{"bench", "--processor-batch", "-1"}, code: seqboxcli.ExitUsage, stderr: "knob overrides", noStdout: true},
+		{name: "help bench growth", args: []string{"help", "bench"}, code: seqboxcli.ExitOK, stdout: "-soak-duration"},
+		{name: "bench bad drain sizes", args: []string{"bench", "--drain-messages", "1000,x"}, code: seqboxcli.ExitUsage, stderr: "-drain-messages", noStdout: true},
+		{name: "bench bad sweep", args: []string{"bench", "--partition-sweep", "16,0"}, code: seqboxcli.ExitUsage, stderr: "-partition-sweep", noStdout: true},
+		{name: "bench bad sweep count", args: []string{"bench", "--scenarios", "partitions", "--partition-sweep", "16,2048"}, code: seqboxcli.ExitUsage, stderr: "partition sweep", noStdout: true},
+		{name: "bench bad autovacuum", args: []string{"bench", "--pg-autovacuum", "auto"}, code: seqboxcli.ExitUsage, stderr: "pg autovacuum", noStdout: true},
+		{name: "bench unknown scenario", args: []string{"bench", "--scenarios", "soak,nope"}, code: seqboxcli.ExitUsage, stderr: `unknown scenario "nope"`, noStdout: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,6 +71,53 @@ func TestUsage(t *testing.T) {
 				require.Empty(t, out)
 			}
 		})
+	}
+}
+
+// TestBenchGrowthFlags: the growth scenarios' flags reach the harness and
+// their figures and ratios reach the JSON report.
+func TestBenchGrowthFlags(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "bench", "--scenarios", "drain,held-snapshot,soak", "--runs", "1", "--duration", "300ms",
+		"--partitions", "2", "--producers", "1", "--batch", "10", "--drain-messages", "200,400", "--held-window", "500ms",
+		"--soak-duration", "1s", "--soak-interval", "250ms", "--soak-rate", "200", "--json")
+	require.Equal(t, seqboxcli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	var rep struct {
+		Options struct {
+			DrainMessages []int  `json:"drain_messages"`
+			HeldWindow    int64  `json:"held_window_ns"`
+			SoakRate      int    `json:"soak_rate"`
+			PGAutovacuum  string `json:"pg_autovacuum"`
+		} `json:"options"`
+		Results []struct {
+			Scenario string `json:"scenario"`
+			Ratios   []struct {
+				Name   string  `json:"name"`
+				Median float64 `json:"median"`
+			} `json:"ratios"`
+			Samples []map[string]any `json:"samples"`
+		} `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.Equal(t, []int{200, 400}, rep.Options.DrainMessages)
+	require.Equal(t, int64(500*time.Millisecond), rep.Options.HeldWindow)
+	require.Equal(t, 200, rep.Options.SoakRate)
+	require.Equal(t, "leave", rep.Options.PGAutovacuum)
+	ratios := map[string]bool{}
+	scenarios := map[string]int{}
+	for _, r := range rep.Results {
+		scenarios[r.Scenario]++
+		for _, ratio := range r.Ratios {
+			ratios[ratio.Name] = true
+		}
+		if r.Scenario == "soak" {
+			require.NotEmpty(t, r.Samples)
+			require.Contains(t, r.Samples[0], "rss_bytes")
+		}
+	}
+	require.Equal(t, map[string]int{"drain": 2, "held-snapshot": 2, "soak": 1}, scenarios)
+	for _, name := range []string{"msgs/s 400/200 msgs", "delivered msgs/s held/plain", "latency p99 held/plain"} {
+		require.True(t, ratios[name], "ratio %q in %v", name, ratios)
 	}
 }
 

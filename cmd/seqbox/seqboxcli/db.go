@@ -212,7 +212,7 @@ func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
 		if sqldb, err = sql.Open("mysql", native); err != nil {
 			return nil, fmt.Errorf("seqbox: open %s: %w", dsnutil.Redact(dsn), err)
 		}
-		// seqbox stores and compares times in UTC (see DESIGN.md §3).
+		// seqbox stores and compares times in UTC (docs/ARCHITECTURE.md, "Tables and locks").
 		wrap = func(sqldb *sql.DB) *bun.DB {
 			return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC")))
 		}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
 	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -279,7 +280,7 @@ func dropTables(ctx context.Context, db *bun.DB, prefix string) error {
 	if err != nil {
 		return err
 	}
-	return dl.SchemaDrop(ctx)
+	return dl.SchemaDrop(ctx, &dialect.SchemaDropParams{})
 }
 
 // handle records the delivery and acks. It never fails: a malformed payload

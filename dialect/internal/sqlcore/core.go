@@ -1,19 +1,20 @@
-// Package sqlcore holds the statements the three dialects share. Each dialect
-// embeds a *Core, supplies a Flavor for the few fragments that differ, and
-// overrides whole operations where its database needs another shape (the
-// sequencer move on PostgreSQL, vacuum on MySQL).
+// Package sqlcore runs the statements the three dialects share. Each dialect
+// embeds a *Core for the operations whose SQL is the same everywhere (their
+// text is in statements.go) and implements every other operation itself, in
+// its own package, calling the shaped helpers here where they fit. Core's
+// methods are final: none calls a method a dialect could define, so nothing
+// is ever bypassed (Go embedding does not dispatch virtually).
 package sqlcore
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"text/template"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -22,40 +23,30 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 )
 
-// Flavor supplies the SQL fragments that differ between databases. Each
-// fragment is SQL text fixed at compile time; values still go through '?'.
+// Flavor is what differs between databases below the level of whole
+// operations: fixed SQL fragments (see statements.go for their keys),
+// transaction options and error classification.
 type Flavor interface {
 	Name() dialect.Name
 	Features() dialect.Feature
-	// Now is the current time by the database clock, in UTC.
-	Now() string
-	// NowPlus is "now + interval" with one '?' for NowPlusArg(d).
-	NowPlus() string
-	NowPlusArg(d time.Duration) any
-	// PartitionLock is appended to the sequencer's partition-row SELECT.
-	PartitionLock() string
-	// SequencerReadSetup is appended to the WHERE clause of the partition
-	// lock: a side-effect-only condition that tunes the rest of the
-	// sequencer's transaction (PostgreSQL), or "".
-	SequencerReadSetup() string
-	// RowLock is appended to the transactional processor's row SELECT.
-	RowLock() string
-	// InsertIgnore is the statement head of an insert that skips duplicate keys,
-	// InsertIgnoreTail its end.
-	InsertIgnore() string
-	InsertIgnoreTail() string
+	// Fragments are the fixed SQL pieces named in statements.go.
+	Fragments() map[string]string
+	// NowPlus is "database now + value microseconds" for a placeholder
+	// (?lease_us, say).
+	NowPlus(placeholder string) string
 	// TxOptions are the options of the outbox's own transactions.
 	TxOptions() *sql.TxOptions
 	// BeginWrite, when not empty, runs first in every outbox transaction so
 	// that it holds the write lock before it reads (SQLite).
 	BeginWrite() string
+	// IsRetryable reports a conflict that may be retried at once.
 	IsRetryable(err error) bool
-	// DeleteIncoming is the statement that deletes the incoming rows a
-	// sequencer read, by exact id ({incoming} is the table, '?' the list
-	// that IDList renders). It must never touch other rows: on InnoDB a
-	// scan would wait on every open producer's uncommitted row.
-	DeleteIncoming() string
+	// IsDisconnect reports a connection that dropped or was killed.
+	IsDisconnect(err error) bool
+	// IDList renders the id list of the delete_incoming statement as one value.
 	IDList(ids []int64) any
+	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
+	NumberedParams() bool
 	// Lock takes a database-wide named lock on a pinned connection for
 	// migrations, and returns its release.
 	Lock(ctx context.Context, conn bun.Conn, name string) (func(context.Context) error, error)
@@ -66,59 +57,90 @@ type Config struct {
 	DB     *bun.DB
 	Prefix string
 	Flavor Flavor
-	// Migrations are text/template sources over dialect.Tables, one per
-	// schema version; statements are separated by a line "-- seqbox:split".
+	// Bootstrap and Migrations are the schema, one source per version, with
+	// {table} words and statements separated by a line "-- seqbox:split".
 	Bootstrap  string
 	Migrations []string
-	// MaxPayloadBytes and MaxStatementBytes bound one row and one statement.
-	MaxPayloadBytes   int
-	MaxStatementBytes int
+	Limits     dialect.Limits
+	Tuning     dialect.Tuning
 }
 
-// Core implements dialect.Dialect with portable SQL.
+// Core implements the operations that are the same on every database.
 type Core struct {
 	db      *bun.DB
 	flavor  Flavor
 	tables  dialect.Tables
+	x       *Expander
 	bootSQL []string
 	migSQL  [][]string
-
-	maxPayload, maxStatement int
+	limits  dialect.Limits
+	tuning  dialect.Tuning
+	// expanded caches SQL's results; prepared the bound statements.
+	expanded sync.Map
+	prepared sync.Map
 
 	// writer serialises the outbox's own writes on single-writer databases:
 	// concurrent writers in one process only make SQLite slower.
 	writer sync.Mutex
-
-	// Prebuilt statement texts (identifiers filled in once).
-	q queries
 }
 
-// New renders the schema for the prefix and prepares the statements.
+// New expands the schema and the statements for the prefix.
 func New(cfg Config) (*Core, error) {
 	tables, err := dialect.NewTables(cfg.Prefix)
 	if err != nil {
 		return nil, err
 	}
 	c := &Core{
-		db: cfg.DB, flavor: cfg.Flavor, tables: tables,
-		maxPayload: cfg.MaxPayloadBytes, maxStatement: cfg.MaxStatementBytes,
+		db: cfg.DB, flavor: cfg.Flavor, tables: tables, x: NewExpander(tables, fragments(cfg.Flavor)),
+		limits: cfg.Limits, tuning: cfg.Tuning,
 	}
-	if c.bootSQL, c.migSQL, err = renderSchema(cfg.Bootstrap, cfg.Migrations, tables); err != nil {
+	if c.bootSQL, c.migSQL, err = renderSchema(c.x, cfg.Bootstrap, cfg.Migrations); err != nil {
 		return nil, err
 	}
-	c.q = buildQueries(tables, cfg.Flavor)
+	if err := c.Check(allStatements()...); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
+// Check expands statements now, so that a dialect whose fragments do not
+// cover them fails at construction; dialects check their own statements
+// with it too.
+func (c *Core) Check(stmts ...string) error {
+	for _, s := range stmts {
+		if _, err := c.x.Expand(s); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{c.flavor.BeginWrite(), "{delete_incoming}"} {
+		if _, err := c.x.Expand(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fragments adds the shared, derived fragments to the flavor's own.
+func fragments(f Flavor) map[string]string {
+	out := map[string]string{
+		"leasable":       fragmentLeasable,
+		"now_plus_lease": f.NowPlus("?lease_us"),
+		"now_plus_retry": f.NowPlus("?retry_us"),
+	}
+	for k, v := range f.Fragments() {
+		out[k] = v
+	}
+	return out
+}
+
 // Render returns the schema statements for a prefix without a database: the
-// bootstrap's, then every migration's, in order. It is what
-// Core.SchemaStatements returns, for golden files and bun/migrate users.
+// bootstrap's, then every migration's, in order (golden files, bun/migrate).
 func Render(bootstrap string, migrations []string, prefix string) ([]string, error) {
 	tables, err := dialect.NewTables(prefix)
 	if err != nil {
 		return nil, err
 	}
-	boot, migs, err := renderSchema(bootstrap, migrations, tables)
+	boot, migs, err := renderSchema(NewExpander(tables, nil), bootstrap, migrations)
 	if err != nil {
 		return nil, err
 	}
@@ -127,12 +149,12 @@ func Render(bootstrap string, migrations []string, prefix string) ([]string, err
 
 // renderSchema renders the bootstrap and each migration separately: New
 // keeps migrations apart to apply and record them one version at a time.
-func renderSchema(bootstrap string, migrations []string, t dialect.Tables) (boot []string, migs [][]string, err error) {
-	if boot, err = render(bootstrap, t); err != nil {
+func renderSchema(x *Expander, bootstrap string, migrations []string) (boot []string, migs [][]string, err error) {
+	if boot, err = render(x, bootstrap); err != nil {
 		return nil, nil, err
 	}
 	for _, m := range migrations {
-		stmts, err := render(m, t)
+		stmts, err := render(x, m)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -149,17 +171,13 @@ func flatten(boot []string, migs [][]string) []string {
 	return out
 }
 
-func render(src string, t dialect.Tables) ([]string, error) {
-	tmpl, err := template.New("schema").Option("missingkey=error").Parse(src)
+func render(x *Expander, src string) ([]string, error) {
+	text, err := x.Expand(src)
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: parse schema template: %w", err)
-	}
-	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, t); err != nil {
 		return nil, fmt.Errorf("seqbox: render schema: %w", err)
 	}
 	var out []string
-	for _, s := range strings.Split(buf.String(), "-- seqbox:split") {
+	for _, s := range strings.Split(text, "-- seqbox:split") {
 		if s = strings.TrimSpace(s); s != "" {
 			out = append(out, s)
 		}
@@ -167,25 +185,40 @@ func render(src string, t dialect.Tables) ([]string, error) {
 	return out, nil
 }
 
-func (c *Core) Name() dialect.Name        { return c.flavor.Name() }
-func (c *Core) Features() dialect.Feature { return c.flavor.Features() }
-func (c *Core) Tables() dialect.Tables    { return c.tables }
-func (c *Core) DB() *bun.DB               { return c.db }
-func (c *Core) MaxPayloadBytes() int      { return c.maxPayload }
-func (c *Core) MaxStatementBytes() int    { return c.maxStatement }
-func (c *Core) Flavor() Flavor            { return c.flavor }
+func (c *Core) Name() dialect.Name         { return c.flavor.Name() }
+func (c *Core) Features() dialect.Feature  { return c.flavor.Features() }
+func (c *Core) Tables() dialect.Tables     { return c.tables }
+func (c *Core) Limits() dialect.Limits     { return c.limits }
+func (c *Core) Tuning() dialect.Tuning     { return c.tuning }
+func (c *Core) DB() *bun.DB                { return c.db }
+func (c *Core) SchemaStatements() []string { return flatten(c.bootSQL, c.migSQL) }
 func (c *Core) IsRetryable(err error) bool {
-	return errors.Is(err, dialect.ErrRetryable) || c.flavor.IsRetryable(err)
+	return err != nil && (errors.Is(err, dialect.ErrRetryable) || c.flavor.IsRetryable(err))
 }
-func (c *Core) raw(q string, args ...any) *bun.RawQuery { return c.db.NewRaw(q, args...) }
-
-// Raw builds a query on conn; values go through bun's placeholders.
-func (c *Core) Raw(conn bun.IConn, q string, args ...any) *bun.RawQuery {
-	return c.db.NewRaw(q, args...).Conn(conn)
+func (c *Core) IsTransient(err error) bool {
+	return c.IsRetryable(err) || (err != nil && c.flavor.IsDisconnect(err))
 }
 
-// wrap marks retryable errors so callers can match dialect.ErrRetryable.
-func (c *Core) wrap(err error) error {
+// SQL expands a statement written with {name} words for this dialect,
+// once: later calls find the expanded text in a cache keyed by the
+// statement (a compile-time constant).
+func (c *Core) SQL(stmt string) string {
+	if s, ok := c.expanded.Load(stmt); ok {
+		return s.(string)
+	}
+	s := c.x.MustExpand(stmt)
+	c.expanded.Store(stmt, s)
+	return s
+}
+
+// Raw builds a query of an expanded statement on conn; values go through
+// bun's placeholders.
+func (c *Core) Raw(conn bun.IConn, stmt string, args ...any) *bun.RawQuery {
+	return c.db.NewRaw(stmt, args...).Conn(conn)
+}
+
+// Wrap marks retryable errors so callers can match dialect.ErrRetryable.
+func (c *Core) Wrap(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -194,9 +227,6 @@ func (c *Core) wrap(err error) error {
 	}
 	return err
 }
-
-// Wrap is wrap for dialect packages.
-func (c *Core) Wrap(err error) error { return c.wrap(err) }
 
 // LockWriter takes the single-writer lock when the database has one writer.
 func (c *Core) LockWriter() func() {
@@ -213,53 +243,54 @@ func (c *Core) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.
 	defer unlock()
 	err := c.db.RunInTx(ctx, c.flavor.TxOptions(), func(ctx context.Context, tx bun.Tx) error {
 		if bw := c.flavor.BeginWrite(); bw != "" {
-			if _, err := tx.NewRaw(bw).Exec(ctx); err != nil {
+			if _, err := tx.NewRaw(c.SQL(bw)).Exec(ctx); err != nil {
 				return err
 			}
 		}
 		return fn(ctx, tx)
 	})
-	return c.wrap(err)
+	return c.Wrap(err)
 }
 
 // exec runs a single autocommit write through the writer.
-func (c *Core) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+func (c *Core) exec(ctx context.Context, stmt string, args ...any) (sql.Result, error) {
 	unlock := c.LockWriter()
 	defer unlock()
-	res, err := c.raw(q, args...).Exec(ctx)
-	return res, c.wrap(err)
+	res, err := c.Raw(c.db, stmt, args...).Exec(ctx)
+	return res, c.Wrap(err)
+}
+
+// scan runs a read on the dialect's database.
+func (c *Core) scan(ctx context.Context, dest any, stmt string, args ...any) error {
+	return c.Wrap(c.Raw(c.db, stmt, args...).Scan(ctx, dest))
 }
 
 // ---------------------------------------------------------------- schema
 
-// SchemaStatements returns the bootstrap and every migration's statements.
-func (c *Core) SchemaStatements() []string { return flatten(c.bootSQL, c.migSQL) }
-
 // SchemaMigrate applies missing migrations under a database-wide lock.
-func (c *Core) SchemaMigrate(ctx context.Context) (err error) {
+func (c *Core) SchemaMigrate(ctx context.Context, _ *dialect.SchemaMigrateParams) (err error) {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("seqbox: migrate: %w", err)
+		return dialect.Wrap(err, "migrate")
 	}
 	defer conn.Close()
 	unlock, err := c.flavor.Lock(ctx, conn, c.tables.Prefix+"migrate")
 	if err != nil {
-		return fmt.Errorf("seqbox: migrate: take lock: %w", err)
+		return dialect.Wrap(err, "migrate: take lock")
 	}
 	defer func() {
 		if uerr := unlock(context.WithoutCancel(ctx)); uerr != nil && err == nil {
-			err = fmt.Errorf("seqbox: migrate: release lock: %w", uerr)
+			err = dialect.Wrap(uerr, "migrate: release lock")
 		}
 	}()
 	for _, s := range c.bootSQL {
-		if _, err := c.db.NewRaw(s).Conn(conn).Exec(ctx); err != nil {
-			return fmt.Errorf("seqbox: migrate: bootstrap: %w", err)
+		if _, err := c.Raw(conn, s).Exec(ctx); err != nil {
+			return dialect.Wrap(err, "migrate: bootstrap")
 		}
 	}
 	var current int
-	if err := c.db.NewRaw("SELECT COALESCE(MAX(version), 0) FROM ?", bun.Ident(c.tables.SchemaVersion)).
-		Conn(conn).Scan(ctx, &current); err != nil {
-		return fmt.Errorf("seqbox: migrate: read version: %w", err)
+	if err := c.Raw(conn, c.SQL(stmtSchemaVersion)).Scan(ctx, &current); err != nil {
+		return dialect.Wrap(err, "migrate: read version")
 	}
 	if current > len(c.migSQL) {
 		return fmt.Errorf("seqbox: migrate: schema version %d is newer than this release knows (%d): upgrade seqbox", current, len(c.migSQL))
@@ -268,24 +299,23 @@ func (c *Core) SchemaMigrate(ctx context.Context) (err error) {
 		// Every statement is idempotent (IF NOT EXISTS), so a migration that
 		// died half-way on a database without transactional DDL re-runs cleanly.
 		for _, s := range c.migSQL[v] {
-			if _, err := c.db.NewRaw(s).Conn(conn).Exec(ctx); err != nil {
-				return fmt.Errorf("seqbox: migrate to version %d: %w", v+1, err)
+			if _, err := c.Raw(conn, s).Exec(ctx); err != nil {
+				return dialect.Wrap(err, fmt.Sprintf("migrate to version %d", v+1))
 			}
 		}
-		if _, err := c.db.NewRaw("INSERT INTO ? (version) VALUES (?)", bun.Ident(c.tables.SchemaVersion), v+1).
-			Conn(conn).Exec(ctx); err != nil {
-			return fmt.Errorf("seqbox: migrate: record version %d: %w", v+1, err)
+		if _, err := c.Raw(conn, c.SQL(stmtSchemaRecord), v+1).Exec(ctx); err != nil {
+			return dialect.Wrap(err, fmt.Sprintf("migrate: record version %d", v+1))
 		}
 	}
 	return nil
 }
 
 // SchemaDrop drops every table of this prefix.
-func (c *Core) SchemaDrop(ctx context.Context) error {
+func (c *Core) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
 	all := c.tables.All()
 	for i := len(all) - 1; i >= 0; i-- {
-		if _, err := c.exec(ctx, "DROP TABLE IF EXISTS ?", bun.Ident(all[i])); err != nil {
-			return fmt.Errorf("seqbox: drop %s: %w", all[i], err)
+		if _, err := c.exec(ctx, stmtDropTable, bun.Ident(all[i])); err != nil {
+			return dialect.Wrap(err, "drop "+all[i])
 		}
 	}
 	return nil
@@ -298,50 +328,25 @@ type partitionRow struct {
 	PartitionNo int   `bun:"partition_no"`
 }
 
-// QueueRegister creates the queue's rows if missing; see dialect.Dialect.
-func (c *Core) QueueRegister(ctx context.Context, p *dialect.QueueRegisterParams) ([]int64, error) {
-	var ids []int64
+// QueueRegister creates the queues' rows if missing, all in one
+// transaction; see dialect.Dialect.
+func (c *Core) QueueRegister(ctx context.Context, p *dialect.QueueRegisterParams) ([][]int64, error) {
+	// Rows are locked in name order, so processes registering overlapping
+	// sets of queues never wait on each other in a cycle.
+	order := make([]int, len(p.Queues))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p.Queues[order[a]].Queue < p.Queues[order[b]].Queue })
+	var out [][]int64
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		rows, err := c.partitionRows(ctx, tx, p.Queue)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			// Rows in partition order: two registrations racing conflict on
-			// partition 0 first, so the later one waits and then sees the count.
-			res, err := c.Raw(tx, c.q.registerPartitions, bun.Safe(c.flavor.InsertIgnore()), bun.Ident(c.tables.Partitions),
-				valuesOf(p.Partitions, func(gen schema.QueryGen, b []byte, i int) []byte {
-					return gen.AppendQuery(b, "(?, ?)", p.Queue, i)
-				}), bun.Safe(c.flavor.InsertIgnoreTail())).Exec(ctx)
+		out = make([][]int64, len(p.Queues))
+		for _, i := range order {
+			ids, err := c.registerQueue(ctx, tx, p.Queues[i])
 			if err != nil {
 				return err
 			}
-			// Some rows but not all inserted: a concurrent registration with a
-			// smaller count got there first. Rolling back removes our extras.
-			if n, err := res.RowsAffected(); err == nil && n > 0 && n < int64(p.Partitions) {
-				return &dialect.PartitionCountError{Queue: p.Queue, Registered: p.Partitions - int(n), Requested: p.Partitions}
-			}
-			if rows, err = c.partitionRows(ctx, tx, p.Queue); err != nil {
-				return err
-			}
-		}
-		if len(rows) != p.Partitions {
-			return &dialect.PartitionCountError{Queue: p.Queue, Registered: len(rows), Requested: p.Partitions}
-		}
-		ids = make([]int64, len(rows))
-		for i, r := range rows {
-			if r.PartitionNo != i {
-				return fmt.Errorf("seqbox: queue %q has a hole at partition %d", p.Queue, i)
-			}
-			ids[i] = r.ID
-		}
-		for _, table := range []string{c.tables.Processor, c.tables.VacuumCounter} {
-			if _, err := c.Raw(tx, "? INTO ? (partition_id) VALUES ? ?", bun.Safe(c.flavor.InsertIgnore()), bun.Ident(table),
-				valuesOf(len(ids), func(gen schema.QueryGen, b []byte, i int) []byte {
-					return gen.AppendQuery(b, "(?)", ids[i])
-				}), bun.Safe(c.flavor.InsertIgnoreTail())).Exec(ctx); err != nil {
-				return err
-			}
+			out[i] = ids
 		}
 		return nil
 	})
@@ -350,58 +355,103 @@ func (c *Core) QueueRegister(ctx context.Context, p *dialect.QueueRegisterParams
 		if errors.As(err, &pce) {
 			return nil, pce
 		}
-		return nil, fmt.Errorf("seqbox: register queue %q: %w", p.Queue, err)
+		return nil, dialect.Wrap(err, "register queues")
+	}
+	return out, nil
+}
+
+func (c *Core) registerQueue(ctx context.Context, tx bun.Tx, q dialect.QueueDef) ([]int64, error) {
+	rows, err := c.partitionRows(ctx, tx, q.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 {
+		// Rows in partition order: two registrations racing conflict on
+		// partition 0 first, so the later one waits and then sees the count.
+		res, err := c.Raw(tx, c.SQL(stmtRegisterPartitions), valuesOf(q.Partitions, func(gen schema.QueryGen, b []byte, i int) []byte {
+			return gen.AppendQuery(b, "(?, ?)", q.Queue, i)
+		})).Exec(ctx)
+		if err != nil {
+			return nil, err
+		}
+		// Some rows but not all inserted: a concurrent registration with a
+		// smaller count got there first. Rolling back removes our extras.
+		if n, err := res.RowsAffected(); err == nil && n > 0 && n < int64(q.Partitions) {
+			return nil, &dialect.PartitionCountError{Queue: q.Queue, Registered: q.Partitions - int(n), Requested: q.Partitions}
+		}
+		if rows, err = c.partitionRows(ctx, tx, q.Queue); err != nil {
+			return nil, err
+		}
+	}
+	if len(rows) != q.Partitions {
+		return nil, &dialect.PartitionCountError{Queue: q.Queue, Registered: len(rows), Requested: q.Partitions}
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		if r.PartitionNo != i {
+			return nil, fmt.Errorf("queue %q has a hole at partition %d", q.Queue, i)
+		}
+		ids[i] = r.ID
+	}
+	oneID := valuesOf(len(ids), func(gen schema.QueryGen, b []byte, i int) []byte { return gen.AppendQuery(b, "(?)", ids[i]) })
+	for _, stmt := range []string{stmtRegisterProcessor, stmtRegisterVacuum} {
+		if _, err := c.Raw(tx, c.SQL(stmt), oneID).Exec(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return ids, nil
 }
 
 func (c *Core) partitionRows(ctx context.Context, conn bun.IConn, queue string) ([]partitionRow, error) {
 	var rows []partitionRow
-	err := c.Raw(conn, "SELECT id, partition_no FROM ? WHERE queue = ? ORDER BY partition_no",
-		bun.Ident(c.tables.Partitions), queue).Scan(ctx, &rows)
+	err := c.Raw(conn, c.SQL(stmtPartitionRows), queue).Scan(ctx, &rows)
 	return rows, err
-}
-
-// QueueList returns every registered queue.
-func (c *Core) QueueList(ctx context.Context) ([]dialect.QueueInfo, error) {
-	var rows []struct {
-		ID    int64  `bun:"id"`
-		Queue string `bun:"queue"`
-	}
-	if err := c.raw("SELECT id, queue FROM ? ORDER BY queue, partition_no", bun.Ident(c.tables.Partitions)).Scan(ctx, &rows); err != nil {
-		return nil, c.wrap(err)
-	}
-	var out []dialect.QueueInfo
-	for _, r := range rows {
-		if len(out) == 0 || out[len(out)-1].Queue != r.Queue {
-			out = append(out, dialect.QueueInfo{Queue: r.Queue})
-		}
-		last := &out[len(out)-1]
-		last.PartitionIDs = append(last.PartitionIDs, r.ID)
-	}
-	return out, nil
 }
 
 // ---------------------------------------------------------------- enqueue
 
-// MessageInsertMany writes the body rows, then the incoming rows in the same
-// order, so incoming ids (the FIFO order) follow the caller's order.
-func (c *Core) MessageInsertMany(ctx context.Context, conn bun.IConn, p *dialect.MessageInsertManyParams) error {
-	if len(p.Rows) == 0 {
+// InsertStatement writes one chunk of rows on conn; a dialect picks its shape.
+type InsertStatement func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error
+
+// InsertChunks splits an enqueue into statements bounded by rows and by
+// the size of their SQL text, and writes each with insert. bun inlines
+// every value into the text, bytes as hex (doubling them), so the bound
+// that matters is the statement's size, not a count of bind parameters.
+func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, insert InsertStatement) error {
+	rows := p.Rows
+	start, size := 0, 0
+	for i := range rows {
+		// Hex doubles bytes; the rest is the id twice, the type and SQL text.
+		rowBytes := 2*(len(rows[i].Payload)+len(rows[i].Headers)) + len(rows[i].PayloadType) + 160
+		if i > start && (i-start >= p.ChunkRows || size+rowBytes > p.ChunkBytes) {
+			if err := insert(ctx, p.Conn, rows[start:i]); err != nil {
+				return err
+			}
+			start, size = i, 0
+		}
+		size += rowBytes
+	}
+	if start == len(rows) {
 		return nil
 	}
-	if _, err := c.Raw(conn, c.q.insertBody, BodyValues(c.flavor, p.Rows)).Exec(ctx); err != nil {
-		return c.wrap(err)
+	return insert(ctx, p.Conn, rows[start:])
+}
+
+// InsertTwoStatements writes the body rows, then the incoming rows in the
+// same order, so incoming ids (the FIFO order) follow the caller's order.
+func (c *Core) InsertTwoStatements(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
+	if _, err := c.Raw(conn, c.SQL(stmtInsertBody), c.BodyValues(rows)).Exec(ctx); err != nil {
+		return c.Wrap(err)
 	}
-	if _, err := c.Raw(conn, c.q.insertIncoming, IncomingValues(p.Rows)).Exec(ctx); err != nil {
-		return c.wrap(err)
+	if _, err := c.Raw(conn, c.SQL(stmtInsertIncoming), IncomingValues(rows)).Exec(ctx); err != nil {
+		return c.Wrap(err)
 	}
 	return nil
 }
 
 // BodyValues renders the VALUES list of body rows.
-func BodyValues(f Flavor, rows []dialect.MessageRow) schema.QueryAppender {
-	row := "(?, ?, ?, ?, " + f.Now() + ")"
+func (c *Core) BodyValues(rows []dialect.MessageRow) schema.QueryAppender {
+	row := c.SQL(stmtBodyRow)
 	return valuesOf(len(rows), func(gen schema.QueryGen, b []byte, i int) []byte {
 		r := &rows[i]
 		return gen.AppendQuery(b, row, r.ID[:], r.PayloadType, r.Payload, headersArg(r.Headers))
@@ -438,22 +488,33 @@ func headersArg(h []byte) any {
 	return string(h)
 }
 
-// MessagePendingList returns the ids that are committed but not yet acked.
-func (c *Core) MessagePendingList(ctx context.Context, ids []dialect.MessageID) ([]dialect.MessageID, error) {
-	if len(ids) == 0 {
-		return nil, nil
+// LastErrorArg binds a failure's error text, made storable (see
+// dialect.ErrorText), or NULL for none.
+func LastErrorArg(s string) any {
+	if s == "" {
+		return nil
 	}
-	args := make([]any, len(ids))
-	for i := range ids {
-		args[i] = ids[i][:]
-	}
-	var found [][]byte
-	if err := c.raw(c.q.pendingMessages, bun.List(args)).Scan(ctx, &found); err != nil {
-		return nil, c.wrap(err)
-	}
-	out := make([]dialect.MessageID, 0, len(found))
-	for _, f := range found {
-		out = append(out, toID(f))
+	return dialect.ErrorText(s)
+}
+
+// MessagePendingList returns the ids that are committed but not yet acked,
+// asking in chunks: one IN list of every id could outgrow a statement.
+func (c *Core) MessagePendingList(ctx context.Context, p *dialect.MessagePendingListParams) ([]dialect.MessageID, error) {
+	const chunk = 1000
+	var out []dialect.MessageID
+	for start := 0; start < len(p.IDs); start += chunk {
+		ids := p.IDs[start:min(start+chunk, len(p.IDs))]
+		args := make([]any, len(ids))
+		for i := range ids {
+			args[i] = ids[i][:]
+		}
+		var found [][]byte
+		if err := c.scan(ctx, &found, c.SQL(stmtPendingMessages), bun.List(args)); err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			out = append(out, toID(f))
+		}
 	}
 	return out, nil
 }
@@ -467,10 +528,10 @@ func toID(b []byte) dialect.MessageID {
 // ---------------------------------------------------------------- sequencer
 
 // IncomingPartitionList lists partitions with unsequenced rows.
-func (c *Core) IncomingPartitionList(ctx context.Context) ([]int64, error) {
+func (c *Core) IncomingPartitionList(ctx context.Context, _ *dialect.IncomingPartitionListParams) ([]int64, error) {
 	var ids []int64
-	if err := c.raw(c.q.incomingPartitions).Scan(ctx, &ids); err != nil {
-		return nil, c.wrap(err)
+	if err := c.scan(ctx, &ids, c.SQL(stmtIncomingPartitions)); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -480,13 +541,15 @@ type incomingRow struct {
 	BodyID []byte `bun:"body_id"`
 }
 
-// SequenceMove is the portable multi-statement move; see dialect.Dialect.
-func (c *Core) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+// SequenceMoveStatements is the move as several simple statements in one
+// transaction: lock the partition row, read incoming in id order, allocate
+// seqs, insert outgoing, delete exactly the ids read.
+func (c *Core) SequenceMoveStatements(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	var res dialect.SequenceMoveResult
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		res = dialect.SequenceMoveResult{}
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
 		var seqs []int64
-		if err := c.Raw(tx, c.q.lockPartition, p.PartitionID).Scan(ctx, &seqs); err != nil {
+		if err := c.Raw(tx, c.SQL(stmtLockPartition), p.PartitionID).Scan(ctx, &seqs); err != nil {
 			return err
 		}
 		if len(seqs) == 0 {
@@ -496,38 +559,176 @@ func (c *Core) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) 
 		// A plain read: the partition lock already serialises sequencers, and
 		// rows of still-open producers are invisible here; they get later seqs.
 		var rows []incomingRow
-		if err := c.Raw(tx, c.q.selectIncoming, p.PartitionID, p.Limit).Scan(ctx, &rows); err != nil {
+		if err := c.Raw(tx, c.SQL(stmtSelectIncoming), p.PartitionID, p.Limit).Scan(ctx, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
-		base := seqs[0]
-		n := int64(len(rows))
-		if _, err := c.Raw(tx, c.q.setSequence, base+n, p.PartitionID).Exec(ctx); err != nil {
+		base, n := seqs[0], int64(len(rows))
+		if _, err := c.Raw(tx, c.SQL(stmtSetSequence), base+n, p.PartitionID).Exec(ctx); err != nil {
 			return err
 		}
-		if _, err := c.Raw(tx, c.q.insertOutgoing, valuesOf(len(rows), func(gen schema.QueryGen, b []byte, i int) []byte {
-			return gen.AppendQuery(b, c.q.outgoingRow, p.PartitionID, base+int64(i)+1, rows[i].BodyID)
-		})).Exec(ctx); err != nil {
-			return err
-		}
-		// Delete exactly the ids read: a range would also delete a row with a
-		// smaller id that committed meanwhile, and lose that message.
-		ids := make([]int64, len(rows))
+		moved := make([]MovedRow, len(rows))
 		for i, r := range rows {
-			ids[i] = r.ID
+			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID}
 		}
-		if _, err := c.Raw(tx, c.q.deleteIncoming, c.flavor.IDList(ids)).Exec(ctx); err != nil {
+		if err := c.WriteMove(ctx, tx, moved); err != nil {
 			return err
 		}
-		res = dialect.SequenceMoveResult{Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
 		return nil
 	})
 	if err != nil {
 		return dialect.SequenceMoveResult{}, err
 	}
 	return res, nil
+}
+
+type manyRow struct {
+	PartitionID int64  `bun:"partition_id"`
+	ID          int64  `bun:"id"`
+	BodyID      []byte `bun:"body_id"`
+}
+
+func (r manyRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
+
+// SequenceMoveManyStatements moves several partitions in one transaction
+// of five statements whatever their number: lock the partition rows that
+// are free, read each one's head of line, set every sequence, insert every
+// outgoing row, delete exactly the incoming ids read.
+func (c *Core) SequenceMoveManyStatements(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	var out []dialect.SequenceMoveResult
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
+		var locks []struct {
+			ID       int64 `bun:"id"`
+			Sequence int64 `bun:"sequence"`
+		}
+		if err := c.Raw(tx, c.SQL(stmtLockPartitions), bun.List(p.PartitionIDs)).Scan(ctx, &locks); err != nil {
+			return err
+		}
+		sequence := make(map[int64]int64, len(locks))
+		for _, l := range locks {
+			sequence[l.ID] = l.Sequence
+		}
+		for i, pid := range p.PartitionIDs {
+			_, locked := sequence[pid]
+			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: !locked}
+		}
+		if len(locks) == 0 {
+			return nil
+		}
+		part := c.SQL(stmtSelectIncomingPart)
+		var rows []manyRow
+		if err := c.Raw(tx, "?", ValuesJoin(len(locks), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
+			return gen.AppendQuery(b, part, locks[i].ID, p.Limit, bun.Safe(strconv.Itoa(i)))
+		})).Scan(ctx, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		moved, seqs := NumberRows(rows, sequence)
+		if err := c.setSequences(ctx, tx, moved); err != nil {
+			return err
+		}
+		if err := c.WriteMove(ctx, tx, MovedRows(rows, seqs, func(r manyRow) []byte { return r.BodyID })); err != nil {
+			return err
+		}
+		FillMoved(out, moved)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PartMove is what a several-partition move does to one partition: it had
+// sequence Base and gets N more rows.
+type PartMove struct {
+	Base int64
+	N    int
+}
+
+// NumberRows gives each partition's rows the next seqs in the order read
+// (the head of line's order).
+func NumberRows[R interface{ Keys() (pid, id int64) }](rows []R, sequence map[int64]int64) (map[int64]*PartMove, []int64) {
+	moved := map[int64]*PartMove{}
+	seqs := make([]int64, len(rows))
+	for i, r := range rows {
+		pid, _ := r.Keys()
+		m := moved[pid]
+		if m == nil {
+			m = &PartMove{Base: sequence[pid]}
+			moved[pid] = m
+		}
+		m.N++
+		seqs[i] = m.Base + int64(m.N)
+	}
+	return moved, seqs
+}
+
+// MovedRow is an incoming row and the seq a move gives it.
+type MovedRow struct {
+	PartitionID int64
+	Seq         int64
+	BodyID      []byte
+	IncomingID  int64
+}
+
+// MovedRows pairs rows read by a several-partition move with their seqs.
+func MovedRows[R interface{ Keys() (pid, id int64) }](rows []R, seqs []int64, body func(R) []byte) []MovedRow {
+	out := make([]MovedRow, len(rows))
+	for i, r := range rows {
+		pid, id := r.Keys()
+		out[i] = MovedRow{PartitionID: pid, Seq: seqs[i], BodyID: body(r), IncomingID: id}
+	}
+	return out
+}
+
+// WriteMove is the end of every move, in its transaction: insert the
+// outgoing rows, then delete exactly the incoming ids read — a range would
+// also delete a row with a smaller id that committed meanwhile, and lose
+// that message.
+func (c *Core) WriteMove(ctx context.Context, tx bun.Tx, rows []MovedRow) error {
+	outgoingRow := c.SQL(stmtOutgoingRow)
+	if _, err := c.Raw(tx, c.SQL(stmtInsertOutgoing), valuesOf(len(rows), func(gen schema.QueryGen, b []byte, i int) []byte {
+		return gen.AppendQuery(b, outgoingRow, rows[i].PartitionID, rows[i].Seq, rows[i].BodyID)
+	})).Exec(ctx); err != nil {
+		return err
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.IncomingID
+	}
+	_, err := c.Raw(tx, c.SQL("{delete_incoming}"), c.flavor.IDList(ids)).Exec(ctx)
+	return err
+}
+
+// FillMoved sets each result's Moved, FirstSeq and LastSeq.
+func FillMoved(out []dialect.SequenceMoveResult, moved map[int64]*PartMove) {
+	for i := range out {
+		if m := moved[out[i].PartitionID]; m != nil {
+			out[i].Moved, out[i].FirstSeq, out[i].LastSeq = m.N, m.Base+1, m.Base+int64(m.N)
+		}
+	}
+}
+
+// setSequences sets every moved partition's sequence in one statement.
+func (c *Core) setSequences(ctx context.Context, tx bun.Tx, moved map[int64]*PartMove) error {
+	pids := make([]int64, 0, len(moved))
+	for pid := range moved {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(a, b int) bool { return pids[a] < pids[b] })
+	cases := ValuesJoin(len(pids), " ", func(gen schema.QueryGen, b []byte, i int) []byte {
+		m := moved[pids[i]]
+		return gen.AppendQuery(b, "WHEN ? THEN ?", pids[i], m.Base+int64(m.N))
+	})
+	_, err := c.Raw(tx, c.SQL(stmtSetSequences), cases, bun.List(pids)).Exec(ctx)
+	return err
 }
 
 // ---------------------------------------------------------------- processor
@@ -538,8 +739,8 @@ func (c *Core) ProcessorReadyList(ctx context.Context, p *dialect.ProcessorReady
 		return nil, nil
 	}
 	var ids []int64
-	if err := c.raw(c.q.readyList, bun.List(p.PartitionIDs)).Scan(ctx, &ids); err != nil {
-		return nil, c.wrap(err)
+	if err := c.scan(ctx, &ids, c.SQL(stmtReadyList), bun.List(p.PartitionIDs)); err != nil {
+		return nil, err
 	}
 	return ids, nil
 }
@@ -549,42 +750,16 @@ type stateRow struct {
 	Attempts     int   `bun:"attempts"`
 }
 
-// ProcessorLease takes a lease with RETURNING, then reads the batch.
-func (c *Core) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	state, ok, err := c.lease(ctx, p)
-	if err != nil || !ok {
-		return dialect.ProcessorLeaseResult{}, err
-	}
-	return c.LeaseRead(ctx, p, state)
+// LeaseArgs are the named values (?owner, ?lease_us, ?pid) of a lease.
+func LeaseArgs(p *dialect.ProcessorLeaseParams) Args {
+	return Args{"owner": p.Owner, "lease_us": p.Duration.Microseconds(), "pid": p.PartitionID}
 }
 
-// LeaseRead reads the batch of a lease just taken.
-func (c *Core) LeaseRead(ctx context.Context, p *dialect.ProcessorLeaseParams, state dialect.ProcessorState) (dialect.ProcessorLeaseResult, error) {
-	msgs, err := c.OutgoingList(ctx, c.db, &dialect.OutgoingListParams{PartitionID: p.PartitionID, AfterSeq: state.ProcessedSeq, Limit: p.Limit})
-	if err != nil {
-		return dialect.ProcessorLeaseResult{}, err
-	}
-	return dialect.ProcessorLeaseResult{Leased: true, State: state, Messages: msgs}, nil
-}
-
-// ProcessorAck records a leased batch's outcome in its own transaction.
-func (c *Core) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
-	return c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error { return c.ProcessorUpdate(ctx, tx, p) })
-}
-
-func (c *Core) lease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
-	unlock := c.LockWriter()
-	defer unlock()
-	return c.leaseOn(ctx, c.db, p)
-}
-
-// leaseOn takes the lease on conn with UPDATE … RETURNING.
-func (c *Core) leaseOn(ctx context.Context, conn bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+// LeaseReturning takes the lease with UPDATE … RETURNING on conn (SQLite).
+func (c *Core) LeaseReturning(ctx context.Context, conn bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	var rows []stateRow
-	err := c.Raw(conn, c.q.lease+" RETURNING processed_seq, attempts",
-		p.Owner, c.flavor.NowPlusArg(p.Duration), p.PartitionID, p.PartitionID).Scan(ctx, &rows)
-	if err != nil {
-		return dialect.ProcessorState{}, false, c.wrap(err)
+	if err := c.QueryBound(ctx, conn, stmtLeaseReturning, LeaseArgs(p), &rows); err != nil {
+		return dialect.ProcessorState{}, false, err
 	}
 	if len(rows) == 0 {
 		return dialect.ProcessorState{}, false, nil
@@ -592,46 +767,67 @@ func (c *Core) leaseOn(ctx context.Context, conn bun.IConn, p *dialect.Processor
 	return dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts - 1}, true, nil
 }
 
-// LeaseFunc takes a lease inside a transaction (the dialect's own shape).
-type LeaseFunc func(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error)
+// LeaseThenRead takes the lease inside tx with the guarded UPDATE, then
+// reads the row it updated (MySQL has no UPDATE … RETURNING).
+func (c *Core) LeaseThenRead(ctx context.Context, tx bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
+	res, err := c.ExecBound(ctx, tx, stmtLease, LeaseArgs(p))
+	if err != nil {
+		return dialect.ProcessorState{}, false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return dialect.ProcessorState{}, false, err
+	}
+	var rows []stateRow
+	if err := c.QueryBound(ctx, tx, stmtLeaseState, Args{"pid": p.PartitionID, "owner": p.Owner}, &rows); err != nil {
+		return dialect.ProcessorState{}, false, err
+	}
+	if len(rows) == 0 {
+		return dialect.ProcessorState{}, false, fmt.Errorf("lease of partition %d taken but not found", p.PartitionID)
+	}
+	return dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts - 1}, true, nil
+}
 
-// ProcessorAckLease acks and re-leases in one transaction; see dialect.Dialect.
-func (c *Core) ProcessorAckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	return c.AckLease(ctx, ack, next, func(ctx context.Context, tx bun.Tx, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
-		return c.leaseOn(ctx, tx, p)
+// LeaseRead reads the batch of a lease just taken, on conn.
+func (c *Core) LeaseRead(ctx context.Context, conn bun.IConn, p *dialect.ProcessorLeaseParams, state dialect.ProcessorState) (dialect.ProcessorLeaseResult, error) {
+	msgs, err := c.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: conn, PartitionID: p.PartitionID, AfterSeq: state.ProcessedSeq, Limit: p.Limit})
+	if err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
+	return dialect.ProcessorLeaseResult{Leased: true, State: state, Messages: msgs}, nil
+}
+
+// AckInTx records a leased batch's outcome in its own transaction.
+func (c *Core) AckInTx(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	return c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		u := *p
+		u.Conn = tx
+		return c.ProcessorUpdate(ctx, &u)
 	})
 }
 
-// AckLease is ProcessorAckLease with the dialect's lease statement.
-func (c *Core) AckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams, next *dialect.ProcessorLeaseParams, lease LeaseFunc) (dialect.ProcessorLeaseResult, error) {
-	if c.flavor.Features().Has(dialect.SingleWriter) {
-		// Commits are cheap here, and the one writer is the bottleneck: the
-		// ack and the lease take it separately and the batch is read
-		// outside it (SQLite drain: 44-46k msgs/s this way, 35-36k with
-		// the read inside the combined transaction).
-		if err := c.ProcessorAck(ctx, ack); err != nil {
-			return dialect.ProcessorLeaseResult{}, err
-		}
-		return c.ProcessorLease(ctx, next)
-	}
+// LeaseFunc takes a lease inside a transaction (the dialect's own shape).
+type LeaseFunc func(ctx context.Context, tx bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error)
+
+// AckLeaseInTx records a clean ack, takes the next lease with lease and
+// reads its batch, all in one transaction: one commit instead of two while
+// a partition has work. When nothing is left, the lease stays released.
+func (c *Core) AckLeaseInTx(ctx context.Context, p *dialect.ProcessorAckLeaseParams, lease LeaseFunc) (dialect.ProcessorLeaseResult, error) {
 	var res dialect.ProcessorLeaseResult
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.ProcessorLeaseResult{}
+		ack := *p.Ack
+		ack.Conn = tx
 		// The ack released the lease; the lease statement takes it again
 		// under its usual conditions (work waiting, no backoff).
-		if err := c.ProcessorUpdate(ctx, tx, ack); err != nil {
+		if err := c.ProcessorUpdate(ctx, &ack); err != nil {
 			return err
 		}
-		state, ok, err := lease(ctx, tx, next)
+		state, ok, err := lease(ctx, tx, p.Next)
 		if err != nil || !ok {
 			return err
 		}
-		msgs, err := c.OutgoingList(ctx, tx, &dialect.OutgoingListParams{PartitionID: next.PartitionID, AfterSeq: state.ProcessedSeq, Limit: next.Limit})
-		if err != nil {
-			return err
-		}
-		res = dialect.ProcessorLeaseResult{Leased: true, State: state, Messages: msgs}
-		return nil
+		res, err = c.LeaseRead(ctx, tx, p.Next, state)
+		return err
 	})
 	if err != nil {
 		return dialect.ProcessorLeaseResult{}, err
@@ -639,22 +835,20 @@ func (c *Core) AckLease(ctx context.Context, ack *dialect.ProcessorUpdateParams,
 	return res, nil
 }
 
-// LeaseSQL is the guarded lease UPDATE without RETURNING (for MySQL).
-func (c *Core) LeaseSQL() string { return c.q.lease }
-
-// ProcessorLock row-locks the processor row inside tx (transactional mode).
-func (c *Core) ProcessorLock(ctx context.Context, tx bun.Tx, partitionID int64) (dialect.ProcessorState, bool, error) {
+// ProcessorLock row-locks the processor row inside p.Conn (transactional mode).
+func (c *Core) ProcessorLock(ctx context.Context, p *dialect.ProcessorLockParams) (dialect.ProcessorLockResult, error) {
 	var rows []stateRow
-	if err := c.Raw(tx, c.q.lockProcessor, partitionID, partitionID).Scan(ctx, &rows); err != nil {
-		return dialect.ProcessorState{}, false, c.wrap(err)
+	if err := c.QueryBound(ctx, p.Conn, stmtLockProcessor, Args{"pid": p.PartitionID}, &rows); err != nil {
+		return dialect.ProcessorLockResult{}, err
 	}
 	if len(rows) == 0 {
-		return dialect.ProcessorState{}, false, nil
+		return dialect.ProcessorLockResult{}, nil
 	}
-	return dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts}, true, nil
+	return dialect.ProcessorLockResult{Locked: true, State: dialect.ProcessorState{ProcessedSeq: rows[0].ProcessedSeq, Attempts: rows[0].Attempts}}, nil
 }
 
-type outgoingRow struct {
+// OutgoingRow is one row of a batch read (outgoing joined with body).
+type OutgoingRow struct {
 	Seq         int64     `bun:"seq"`
 	BodyID      []byte    `bun:"body_id"`
 	PayloadType string    `bun:"payload_type"`
@@ -663,38 +857,44 @@ type outgoingRow struct {
 	CreatedAt   time.Time `bun:"created_at"`
 }
 
+// Message converts a batch row.
+func (r *OutgoingRow) Message() dialect.OutgoingMessage {
+	m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	if r.Headers != nil {
+		m.Headers = []byte(*r.Headers)
+	}
+	return m
+}
+
 // OutgoingList reads the next batch joined with bodies, in seq order.
-func (c *Core) OutgoingList(ctx context.Context, conn bun.IConn, p *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error) {
-	var rows []outgoingRow
-	if err := c.Raw(conn, c.q.outgoingList, p.PartitionID, p.AfterSeq, p.Limit).Scan(ctx, &rows); err != nil {
-		return nil, c.wrap(err)
+func (c *Core) OutgoingList(ctx context.Context, p *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error) {
+	var rows []OutgoingRow
+	if err := c.QueryBound(ctx, p.Conn, stmtOutgoingList, Args{"pid": p.PartitionID, "after": p.AfterSeq, "limit": p.Limit}, &rows); err != nil {
+		return nil, err
 	}
 	out := make([]dialect.OutgoingMessage, len(rows))
-	for i, r := range rows {
-		m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
-		if r.Headers != nil {
-			m.Headers = []byte(*r.Headers)
-		}
-		out[i] = m
+	for i := range rows {
+		out[i] = rows[i].Message()
 	}
 	return out, nil
 }
 
-// ProcessorUpdate records a batch outcome; see dialect.Dialect.
-func (c *Core) ProcessorUpdate(ctx context.Context, conn bun.IConn, p *dialect.ProcessorUpdateParams) error {
-	var lastErr any
-	if p.LastError != "" {
-		lastErr = p.LastError
-	}
-	guard, guardArgs := "", []any(nil)
+// UpdateArgs are the named values of an outcome: ?seq ?attempts
+// ?last_error ?retry_us ?pid ?owner.
+func UpdateArgs(p *dialect.ProcessorUpdateParams) Args {
+	return Args{"seq": p.ProcessedSeq, "attempts": p.Attempts, "last_error": LastErrorArg(p.LastError),
+		"retry_us": p.RetryAfter.Microseconds(), "pid": p.PartitionID, "owner": p.Owner}
+}
+
+// ProcessorUpdate records a batch outcome on p.Conn; see dialect.Dialect.
+func (c *Core) ProcessorUpdate(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	stmt := stmtProcessorUpdate
 	if p.Owner != "" {
-		guard, guardArgs = " AND locked_by = ?", []any{p.Owner}
+		stmt = stmtProcessorUpdateGuarded
 	}
-	retry := p.RetryAfter.Microseconds()
-	args := append([]any{p.ProcessedSeq, p.Attempts, lastErr, retry, c.flavor.NowPlusArg(p.RetryAfter), p.PartitionID}, guardArgs...)
-	res, err := c.Raw(conn, c.q.processorUpdate+guard, args...).Exec(ctx)
+	res, err := c.ExecBound(ctx, p.Conn, stmt, UpdateArgs(p))
 	if err != nil {
-		return c.wrap(err)
+		return err
 	}
 	if p.Owner != "" {
 		if n, err := res.RowsAffected(); err == nil && n == 0 {
@@ -702,116 +902,95 @@ func (c *Core) ProcessorUpdate(ctx context.Context, conn bun.IConn, p *dialect.P
 		}
 	}
 	if len(p.DeadLetters) > 0 {
-		if err := c.DeadLetterInsertMany(ctx, conn, p.DeadLetters); err != nil {
+		if err := c.deadLetterInsertMany(ctx, p.Conn, p.DeadLetters); err != nil {
 			return err
-		}
-	}
-	if p.Acked > 0 {
-		if _, err := c.Raw(conn, c.q.bumpVacuum, p.Acked, p.PartitionID).Exec(ctx); err != nil {
-			return c.wrap(err)
 		}
 	}
 	return nil
 }
 
-// DeadLetterInsertMany writes self-contained dead-letter copies on conn.
-func (c *Core) DeadLetterInsertMany(ctx context.Context, conn bun.IConn, dls []dialect.DeadLetter) error {
-	row := "(?, ?, ?, ?, ?, ?, ?, " + c.flavor.Now() + ", ?, ?, 'pending')"
-	_, err := c.Raw(conn, c.q.insertDeadLetters, valuesOf(len(dls), func(gen schema.QueryGen, b []byte, i int) []byte {
+// deadLetterInsertMany writes self-contained dead-letter copies on conn.
+func (c *Core) deadLetterInsertMany(ctx context.Context, conn bun.IConn, dls []dialect.DeadLetter) error {
+	row := c.SQL(stmtDeadLetterRow)
+	_, err := c.Raw(conn, c.SQL(stmtInsertDeadLetters), valuesOf(len(dls), func(gen schema.QueryGen, b []byte, i int) []byte {
 		d := &dls[i]
 		return gen.AppendQuery(b, row, d.PartitionID, d.Seq, d.MessageID[:], d.PayloadType, d.Payload,
-			headersArg(d.Headers), d.CreatedAt.UTC(), d.LastError, d.Attempts)
+			headersArg(d.Headers), d.CreatedAt.UTC(), dialect.ErrorText(d.LastError), d.Attempts, dialect.DeadLetterPending)
 	})).Exec(ctx)
-	return c.wrap(err)
+	return c.Wrap(err)
 }
 
 // ---------------------------------------------------------------- vacuum
 
 // VacuumCounterList lists partitions with processed rows to prune.
-func (c *Core) VacuumCounterList(ctx context.Context) ([]dialect.VacuumCounter, error) {
+func (c *Core) VacuumCounterList(ctx context.Context, _ *dialect.VacuumCounterListParams) ([]dialect.VacuumCounter, error) {
 	var rows []struct {
 		PartitionID  int64 `bun:"partition_id"`
-		Counter      int64 `bun:"counter"`
+		PrunedSeq    int64 `bun:"pruned_seq"`
 		ProcessedSeq int64 `bun:"processed_seq"`
 	}
-	if err := c.raw(c.q.vacuumCounters).Scan(ctx, &rows); err != nil {
-		return nil, c.wrap(err)
+	if err := c.scan(ctx, &rows, c.SQL(stmtVacuumCounters)); err != nil {
+		return nil, err
 	}
 	out := make([]dialect.VacuumCounter, len(rows))
 	for i, r := range rows {
-		out[i] = dialect.VacuumCounter{PartitionID: r.PartitionID, Counter: r.Counter, ProcessedSeq: r.ProcessedSeq}
+		out[i] = dialect.VacuumCounter{PartitionID: r.PartitionID, PrunedSeq: r.PrunedSeq, ProcessedSeq: r.ProcessedSeq}
 	}
 	return out, nil
 }
 
-// VacuumLowestSeq returns the smallest outgoing seq of a partition.
-func (c *Core) VacuumLowestSeq(ctx context.Context, partitionID int64) (int64, error) {
-	var seq int64
-	if err := c.raw("SELECT COALESCE(MIN(seq), 0) FROM ? WHERE partition_id = ?",
-		bun.Ident(c.tables.Outgoing), partitionID).Scan(ctx, &seq); err != nil {
-		return 0, c.wrap(err)
+// VacuumDeleteStatements deletes bodies then outgoing rows of each range
+// and records it as pruned, in one transaction of three statements per
+// range (SQLite, where statements are in-process calls; the others delete
+// every range in one statement of their own).
+func (c *Core) VacuumDeleteStatements(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+	var total int64
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		total = 0
+		for _, r := range p.Ranges {
+			if _, err := c.Raw(tx, c.SQL(stmtVacuumBodies), r.PartitionID, r.FromSeq, r.ToSeq).Exec(ctx); err != nil {
+				return err
+			}
+			res, err := c.Raw(tx, c.SQL(stmtVacuumOutgoing), r.PartitionID, r.FromSeq, r.ToSeq).Exec(ctx)
+			if err != nil {
+				return err
+			}
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			total += n
+			if _, err := c.Raw(tx, c.SQL(stmtSetPruned), r.ToSeq, r.PartitionID, r.ToSeq).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return int(total), err
+}
+
+// RangesJSON renders vacuum ranges as one JSON value, [[pid,from,to],…].
+func RangesJSON(rs []dialect.VacuumRange) string {
+	b := make([]byte, 0, 24*len(rs)+2)
+	b = append(b, '[')
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, r.PartitionID, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, r.FromSeq, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, r.ToSeq, 10)
+		b = append(b, ']')
 	}
-	return seq, nil
-}
-
-// VacuumDelete deletes bodies then outgoing rows of a seq range in one
-// transaction (SQLite; the others override it with a single statement).
-func (c *Core) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
-	var n int64
-	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := c.Raw(tx, "DELETE FROM ? WHERE id IN (SELECT body_id FROM ? WHERE partition_id = ? AND seq > ? AND seq <= ?)",
-			bun.Ident(c.tables.Body), bun.Ident(c.tables.Outgoing), p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx); err != nil {
-			return err
-		}
-		res, err := c.Raw(tx, "DELETE FROM ? WHERE partition_id = ? AND seq > ? AND seq <= ?",
-			bun.Ident(c.tables.Outgoing), p.PartitionID, p.FromSeq, p.ToSeq).Exec(ctx)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
-		return err
-	})
-	return int(n), err
-}
-
-// VacuumCounterSettle clears the counter only when the cursor has not moved
-// past what was deleted. Subtracting a snapshot instead loses counts when
-// two sweeps overlap (both subtract, floored at zero) and strands processed
-// rows until the partition's next ack. The counter row is locked first, so
-// an ack that has moved the cursor but not yet bumped the counter waits and
-// bumps it afterwards; a locked row is left for the next sweep.
-func (c *Core) VacuumCounterSettle(ctx context.Context, partitionID, deletedUpTo int64) (bool, error) {
-	cleared := false
-	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		cleared = false
-		var counters []int64
-		if err := c.Raw(tx, c.q.lockVacuumCounter, partitionID).Scan(ctx, &counters); err != nil || len(counters) == 0 {
-			return err
-		}
-		var processed int64
-		if err := c.Raw(tx, "SELECT processed_seq FROM ? WHERE partition_id = ?", bun.Ident(c.tables.Processor), partitionID).
-			Scan(ctx, &processed); err != nil {
-			return err
-		}
-		if processed > deletedUpTo {
-			return nil
-		}
-		_, err := c.Raw(tx, "UPDATE ? SET counter = 0 WHERE partition_id = ?", bun.Ident(c.tables.VacuumCounter), partitionID).Exec(ctx)
-		cleared = err == nil
-		return err
-	})
-	return cleared, err
+	return string(append(b, ']'))
 }
 
 // ---------------------------------------------------------------- stats
 
-// PartitionStats reads every partition's backlog figures.
-func (c *Core) PartitionStats(ctx context.Context) ([]dialect.PartitionStats, error) {
-	out, err := c.PartitionStatsOn(ctx, c.db)
-	return out, c.wrap(err)
-}
-
-// PartitionStatsOn is PartitionStats on conn.
+// PartitionStatsOn reads every partition's backlog figures on conn.
 func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.PartitionStats, error) {
 	var rows []struct {
 		ID             int64      `bun:"id"`
@@ -826,8 +1005,8 @@ func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.
 		Incoming       int64      `bun:"incoming"`
 		OldestIncoming *time.Time `bun:"oldest_incoming"`
 	}
-	if err := c.Raw(conn, c.q.partitionStats).Scan(ctx, &rows); err != nil {
-		return nil, err
+	if err := c.Raw(conn, c.SQL(stmtPartitionStats)).Scan(ctx, &rows); err != nil {
+		return nil, c.Wrap(err)
 	}
 	out := make([]dialect.PartitionStats, len(rows))
 	for i, r := range rows {
@@ -853,15 +1032,14 @@ func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.
 }
 
 // DeadLetterCount counts dead letters by partition and status.
-func (c *Core) DeadLetterCount(ctx context.Context) ([]dialect.DeadLetterCount, error) {
+func (c *Core) DeadLetterCount(ctx context.Context, _ *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error) {
 	var rows []struct {
 		PartitionID int64  `bun:"partition_id"`
 		Status      string `bun:"status"`
 		Count       int64  `bun:"n"`
 	}
-	if err := c.raw("SELECT partition_id, status, COUNT(*) AS n FROM ? GROUP BY partition_id, status",
-		bun.Ident(c.tables.DeadLetters)).Scan(ctx, &rows); err != nil {
-		return nil, c.wrap(err)
+	if err := c.scan(ctx, &rows, c.SQL(stmtDeadLetterCount)); err != nil {
+		return nil, err
 	}
 	out := make([]dialect.DeadLetterCount, len(rows))
 	for i, r := range rows {
@@ -872,21 +1050,29 @@ func (c *Core) DeadLetterCount(ctx context.Context) ([]dialect.DeadLetterCount, 
 
 // ---------------------------------------------------------------- helpers
 
-// valuesOf renders n comma-separated rows; each row formats its own values
-// through bun, so every value is escaped by the dialect.
+// valuesOf renders n comma-separated rows for a VALUES list; each row
+// formats its own values through bun, so every value is escaped by the
+// dialect.
 func valuesOf(n int, row func(gen schema.QueryGen, b []byte, i int) []byte) schema.QueryAppender {
-	return valuesAppender{n: n, row: row}
+	return valuesAppender{n: n, sep: ", ", row: row}
+}
+
+// ValuesJoin renders n pieces joined by sep, each formatting its own
+// values through bun: a statement repeated per partition, say.
+func ValuesJoin(n int, sep string, row func(gen schema.QueryGen, b []byte, i int) []byte) schema.QueryAppender {
+	return valuesAppender{n: n, sep: sep, row: row}
 }
 
 type valuesAppender struct {
 	n   int
+	sep string
 	row func(gen schema.QueryGen, b []byte, i int) []byte
 }
 
 func (v valuesAppender) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error) {
 	for i := 0; i < v.n; i++ {
 		if i > 0 {
-			b = append(b, ", "...)
+			b = append(b, v.sep...)
 		}
 		b = v.row(gen, b, i)
 	}

@@ -13,10 +13,10 @@ import (
 func TestRender(t *testing.T) {
 	t.Parallel()
 	got, err := sqlcore.Render(
-		"CREATE {{.SchemaVersion}}\n",
+		"CREATE {schema_version}\n",
 		[]string{
-			"A {{.Body}}\n-- seqbox:split\n  \n-- seqbox:split\nB {{.Incoming}}",
-			"-- seqbox:split\nC {{.DeadLetters}}\n-- seqbox:split\n",
+			"A {body}\n-- seqbox:split\n  \n-- seqbox:split\nB {incoming}",
+			"-- seqbox:split\nC {dead_letters}\n-- seqbox:split\n",
 		},
 		"x_",
 	)
@@ -28,14 +28,11 @@ func TestRender(t *testing.T) {
 
 func TestRenderErrors(t *testing.T) {
 	t.Parallel()
-	_, err := sqlcore.Render("CREATE {{.SchemaVersion}}", nil, "Bad")
+	_, err := sqlcore.Render("CREATE {schema_version}", nil, "Bad")
 	require.ErrorIs(t, err, dialect.ErrInvalidPrefix)
 
-	_, err = sqlcore.Render("CREATE {{.SchemaVersion", nil, "x_")
-	require.ErrorContains(t, err, "parse schema template")
-
-	_, err = sqlcore.Render("CREATE {{.SchemaVersion}}", []string{"CREATE {{.NoSuchTable}}"}, "x_")
-	require.ErrorContains(t, err, "render schema", "a misspelled table must not render as empty text")
+	_, err = sqlcore.Render("CREATE {schema_version}", []string{"CREATE {no_such_table}"}, "x_")
+	require.ErrorContains(t, err, "unknown SQL placeholder {no_such_table}", "a misspelled table must not render as empty text")
 }
 
 func TestLoadMigrations(t *testing.T) {
@@ -55,4 +52,18 @@ func TestLoadMigrations(t *testing.T) {
 	require.Error(t, err, "no bootstrap")
 	_, _, err = sqlcore.LoadMigrations(fstest.MapFS{"migration/000_bootstrap.sql": {Data: []byte("boot")}})
 	require.Error(t, err, "no migration")
+}
+
+func TestExpanderFragments(t *testing.T) {
+	t.Parallel()
+	tables, err := dialect.NewTables("p_")
+	require.NoError(t, err)
+	x := sqlcore.NewExpander(tables, map[string]string{"now": "now()", "fresh": "t > {now}"})
+	got, err := x.Expand("SELECT 1 FROM {body} WHERE {fresh} AND id = ?")
+	require.NoError(t, err)
+	require.Equal(t, "SELECT 1 FROM p_body WHERE t > now() AND id = ?", got, "fragments expand in turn; ? is left to bun")
+	_, err = x.Expand("SELECT {nope}")
+	require.Error(t, err)
+	_, err = x.Expand("SELECT {nope2}")
+	require.Error(t, err, "digits in a name must not let it through unexpanded")
 }

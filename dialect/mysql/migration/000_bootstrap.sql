@@ -1,3 +1,3 @@
-CREATE TABLE IF NOT EXISTS {{.SchemaVersion}} (
+CREATE TABLE IF NOT EXISTS {schema_version} (
     version INTEGER NOT NULL PRIMARY KEY
 )

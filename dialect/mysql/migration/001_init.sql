@@ -1,15 +1,15 @@
 -- Indexes are declared inside CREATE TABLE: MySQL 8 has no CREATE INDEX IF NOT EXISTS,
 -- and DDL is not transactional, so every statement must be safe to re-run.
 -- Timestamps are DATETIME(6) in UTC, always written as UTC_TIMESTAMP(6).
-CREATE TABLE IF NOT EXISTS {{.Partitions}} (
+CREATE TABLE IF NOT EXISTS {partitions} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     queue VARCHAR(64) CHARACTER SET ascii NOT NULL,
     partition_no INT NOT NULL,
     sequence BIGINT NOT NULL DEFAULT 0,
-    UNIQUE KEY {{.Partitions}}_queue (queue, partition_no)
+    UNIQUE KEY {partitions}_queue (queue, partition_no)
 ) ENGINE=InnoDB
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Body}} (
+CREATE TABLE IF NOT EXISTS {body} (
     id BINARY(16) NOT NULL PRIMARY KEY,
     payload_type VARCHAR(255) CHARACTER SET ascii NOT NULL,
     payload MEDIUMBLOB NOT NULL,
@@ -18,24 +18,24 @@ CREATE TABLE IF NOT EXISTS {{.Body}} (
 ) ENGINE=InnoDB
 -- seqbox:split
 -- No foreign key to partitions: it would make every producer hold a share
--- lock on the partition row that the sequencer locks (DESIGN.md section 3).
-CREATE TABLE IF NOT EXISTS {{.Incoming}} (
+-- lock on the partition row that the sequencer locks (docs/ARCHITECTURE.md, "Tables and locks").
+CREATE TABLE IF NOT EXISTS {incoming} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     partition_id BIGINT NOT NULL,
     body_id BINARY(16) NOT NULL,
-    KEY {{.Incoming}}_partition_id (partition_id, id)
+    KEY {incoming}_partition_id (partition_id, id)
 ) ENGINE=InnoDB
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Outgoing}} (
+CREATE TABLE IF NOT EXISTS {outgoing} (
     partition_id BIGINT NOT NULL,
     seq BIGINT NOT NULL,
     body_id BINARY(16) NOT NULL,
     sequenced_at DATETIME(6) NOT NULL,
     PRIMARY KEY (partition_id, seq),
-    KEY {{.Outgoing}}_body_id (body_id)
+    KEY {outgoing}_body_id (body_id)
 ) ENGINE=InnoDB
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Processor}} (
+CREATE TABLE IF NOT EXISTS {processor} (
     partition_id BIGINT NOT NULL PRIMARY KEY,
     processed_seq BIGINT NOT NULL DEFAULT 0,
     attempts INT NOT NULL DEFAULT 0,
@@ -45,12 +45,12 @@ CREATE TABLE IF NOT EXISTS {{.Processor}} (
     locked_until DATETIME(6) NULL
 ) ENGINE=InnoDB
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.VacuumCounter}} (
+CREATE TABLE IF NOT EXISTS {vacuum_counter} (
     partition_id BIGINT NOT NULL PRIMARY KEY,
     counter BIGINT NOT NULL DEFAULT 0
 ) ENGINE=InnoDB
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
+CREATE TABLE IF NOT EXISTS {dead_letters} (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
     partition_id BIGINT NOT NULL,
     seq BIGINT NOT NULL,
@@ -65,6 +65,6 @@ CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
     status VARCHAR(16) CHARACTER SET ascii NOT NULL DEFAULT 'pending',
     completed_at DATETIME(6) NULL,
     deadline DATETIME(6) NULL,
-    KEY {{.DeadLetters}}_status_deadline (status, deadline),
-    KEY {{.DeadLetters}}_status_failed_at (status, failed_at)
+    KEY {dead_letters}_status_deadline (status, deadline),
+    KEY {dead_letters}_status_failed_at (status, failed_at)
 ) ENGINE=InnoDB

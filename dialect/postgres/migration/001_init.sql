@@ -1,6 +1,6 @@
 -- Hot rows (partitions, processor, vacuum_counter) are updated on every batch:
 -- a low fillfactor leaves room for HOT updates.
-CREATE TABLE IF NOT EXISTS {{.Partitions}} (
+CREATE TABLE IF NOT EXISTS {partitions} (
     id BIGSERIAL PRIMARY KEY,
     queue VARCHAR(64) NOT NULL,
     partition_no INTEGER NOT NULL,
@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS {{.Partitions}} (
     UNIQUE (queue, partition_no)
 ) WITH (fillfactor = 50)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Body}} (
+CREATE TABLE IF NOT EXISTS {body} (
     id BYTEA PRIMARY KEY,
     payload_type VARCHAR(255) NOT NULL,
     payload BYTEA NOT NULL,
@@ -17,16 +17,16 @@ CREATE TABLE IF NOT EXISTS {{.Body}} (
 )
 -- seqbox:split
 -- No foreign key to partitions: it would make every producer hold a share
--- lock on the partition row that the sequencer locks (DESIGN.md section 3).
-CREATE TABLE IF NOT EXISTS {{.Incoming}} (
+-- lock on the partition row that the sequencer locks (docs/ARCHITECTURE.md, "Tables and locks").
+CREATE TABLE IF NOT EXISTS {incoming} (
     id BIGSERIAL PRIMARY KEY,
     partition_id BIGINT NOT NULL,
     body_id BYTEA NOT NULL
 )
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.Incoming}}_partition_id ON {{.Incoming}} (partition_id, id)
+CREATE INDEX IF NOT EXISTS {incoming}_partition_id ON {incoming} (partition_id, id)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Outgoing}} (
+CREATE TABLE IF NOT EXISTS {outgoing} (
     partition_id BIGINT NOT NULL,
     seq BIGINT NOT NULL,
     body_id BYTEA NOT NULL,
@@ -34,9 +34,9 @@ CREATE TABLE IF NOT EXISTS {{.Outgoing}} (
     PRIMARY KEY (partition_id, seq)
 )
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.Outgoing}}_body_id ON {{.Outgoing}} (body_id)
+CREATE INDEX IF NOT EXISTS {outgoing}_body_id ON {outgoing} (body_id)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Processor}} (
+CREATE TABLE IF NOT EXISTS {processor} (
     partition_id BIGINT PRIMARY KEY,
     processed_seq BIGINT NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
@@ -46,12 +46,12 @@ CREATE TABLE IF NOT EXISTS {{.Processor}} (
     locked_until TIMESTAMPTZ NULL
 ) WITH (fillfactor = 50)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.VacuumCounter}} (
+CREATE TABLE IF NOT EXISTS {vacuum_counter} (
     partition_id BIGINT PRIMARY KEY,
     counter BIGINT NOT NULL DEFAULT 0
 ) WITH (fillfactor = 50)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
+CREATE TABLE IF NOT EXISTS {dead_letters} (
     id BIGSERIAL PRIMARY KEY,
     partition_id BIGINT NOT NULL,
     seq BIGINT NOT NULL,
@@ -68,6 +68,6 @@ CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
     deadline TIMESTAMPTZ NULL
 )
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.DeadLetters}}_status_deadline ON {{.DeadLetters}} (status, deadline)
+CREATE INDEX IF NOT EXISTS {dead_letters}_status_deadline ON {dead_letters} (status, deadline)
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.DeadLetters}}_status_failed_at ON {{.DeadLetters}} (status, failed_at)
+CREATE INDEX IF NOT EXISTS {dead_letters}_status_failed_at ON {dead_letters} (status, failed_at)

@@ -1,6 +1,6 @@
 -- Timestamps are TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC from strftime, so that
 -- lease and retry comparisons are plain string comparisons.
-CREATE TABLE IF NOT EXISTS {{.Partitions}} (
+CREATE TABLE IF NOT EXISTS {partitions} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     queue TEXT NOT NULL,
     partition_no INTEGER NOT NULL,
@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS {{.Partitions}} (
     UNIQUE (queue, partition_no)
 )
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Body}} (
+CREATE TABLE IF NOT EXISTS {body} (
     id BLOB NOT NULL PRIMARY KEY,
     payload_type TEXT NOT NULL,
     payload BLOB NOT NULL,
@@ -17,15 +17,15 @@ CREATE TABLE IF NOT EXISTS {{.Body}} (
 )
 -- seqbox:split
 -- A plain rowid key: SQLite has one writer, so rowid order is commit order.
-CREATE TABLE IF NOT EXISTS {{.Incoming}} (
+CREATE TABLE IF NOT EXISTS {incoming} (
     id INTEGER PRIMARY KEY,
     partition_id INTEGER NOT NULL,
     body_id BLOB NOT NULL
 )
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.Incoming}}_partition_id ON {{.Incoming}} (partition_id, id)
+CREATE INDEX IF NOT EXISTS {incoming}_partition_id ON {incoming} (partition_id, id)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Outgoing}} (
+CREATE TABLE IF NOT EXISTS {outgoing} (
     partition_id INTEGER NOT NULL,
     seq INTEGER NOT NULL,
     body_id BLOB NOT NULL,
@@ -33,9 +33,9 @@ CREATE TABLE IF NOT EXISTS {{.Outgoing}} (
     PRIMARY KEY (partition_id, seq)
 ) WITHOUT ROWID
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.Outgoing}}_body_id ON {{.Outgoing}} (body_id)
+CREATE INDEX IF NOT EXISTS {outgoing}_body_id ON {outgoing} (body_id)
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.Processor}} (
+CREATE TABLE IF NOT EXISTS {processor} (
     partition_id INTEGER NOT NULL PRIMARY KEY,
     processed_seq INTEGER NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
@@ -45,12 +45,12 @@ CREATE TABLE IF NOT EXISTS {{.Processor}} (
     locked_until TIMESTAMP NULL
 )
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.VacuumCounter}} (
+CREATE TABLE IF NOT EXISTS {vacuum_counter} (
     partition_id INTEGER NOT NULL PRIMARY KEY,
     counter INTEGER NOT NULL DEFAULT 0
 )
 -- seqbox:split
-CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
+CREATE TABLE IF NOT EXISTS {dead_letters} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     partition_id INTEGER NOT NULL,
     seq INTEGER NOT NULL,
@@ -67,6 +67,6 @@ CREATE TABLE IF NOT EXISTS {{.DeadLetters}} (
     deadline TIMESTAMP NULL
 )
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.DeadLetters}}_status_deadline ON {{.DeadLetters}} (status, deadline)
+CREATE INDEX IF NOT EXISTS {dead_letters}_status_deadline ON {dead_letters} (status, deadline)
 -- seqbox:split
-CREATE INDEX IF NOT EXISTS {{.DeadLetters}}_status_failed_at ON {{.DeadLetters}} (status, failed_at)
+CREATE INDEX IF NOT EXISTS {dead_letters}_status_failed_at ON {dead_letters} (status, failed_at)

@@ -1,0 +1,290 @@
+package dialect
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/uptrace/bun"
+)
+
+// Params and results of the Dialect's operations, in the interface's order.
+
+// SchemaMigrateParams asks for the schema to be brought up to date.
+type SchemaMigrateParams struct{}
+
+// SchemaDropParams asks for every table of the prefix to be dropped.
+type SchemaDropParams struct{}
+
+// QueueRegisterParams lists the queues to register, all or none.
+type QueueRegisterParams struct {
+	Queues []QueueDef
+}
+
+// QueueDef names a queue and its fixed partition count.
+type QueueDef struct {
+	Queue      string
+	Partitions int
+}
+
+// PartitionCountError reports a queue registered with another partition count.
+type PartitionCountError struct {
+	Queue      string
+	Registered int
+	Requested  int
+}
+
+func (e *PartitionCountError) Error() string {
+	return fmt.Sprintf("seqbox: queue %q is registered with %d partitions, not %d (the count is fixed at first registration)",
+		e.Queue, e.Registered, e.Requested)
+}
+
+// MessageRow is one validated message ready to insert.
+type MessageRow struct {
+	ID          MessageID
+	PartitionID int64
+	PayloadType string
+	Payload     []byte
+	Headers     []byte // JSON object text, or nil
+}
+
+// MessageInsertManyParams is one enqueue: its rows, in order, and the
+// bounds of one statement; the dialect splits the rows into chunks.
+type MessageInsertManyParams struct {
+	// Conn is the caller's connection or transaction.
+	Conn bun.IConn
+	Rows []MessageRow
+	// ChunkRows and ChunkBytes bound one multi-row statement: its rows and
+	// the size of its SQL text as the dialect estimates it.
+	ChunkRows, ChunkBytes int
+}
+
+// MessagePendingListParams are the message ids to look up.
+type MessagePendingListParams struct {
+	IDs []MessageID
+}
+
+// IncomingPartitionListParams asks for every partition with incoming rows.
+type IncomingPartitionListParams struct{}
+
+// SequenceMoveParams selects the partition and the batch size.
+type SequenceMoveParams struct {
+	PartitionID int64
+	Limit       int
+	// Backlog: the previous move of this partition was full, so this one
+	// probably is too. A dialect may pick a shape that pays off only for
+	// large batches.
+	Backlog bool
+}
+
+// SequenceMoveManyParams selects several partitions to move in one
+// transaction, up to Limit rows each.
+type SequenceMoveManyParams struct {
+	PartitionIDs []int64
+	Limit        int
+}
+
+// SequenceMoveResult tells what one sequencer transaction did to a partition.
+type SequenceMoveResult struct {
+	PartitionID int64
+	// Skipped: the partition row is locked by another sequencer.
+	Skipped bool
+	// Moved rows got seqs FirstSeq..LastSeq.
+	Moved    int
+	FirstSeq int64
+	LastSeq  int64
+}
+
+// ProcessorReadyListParams limits the poll to the partitions this process works.
+type ProcessorReadyListParams struct {
+	PartitionIDs []int64
+}
+
+// ProcessorLeaseParams asks for a lease of Duration for Owner and the next
+// Limit messages.
+type ProcessorLeaseParams struct {
+	PartitionID int64
+	Owner       string
+	Duration    time.Duration
+	Limit       int
+}
+
+// ProcessorLeaseResult is a taken lease and the batch read under it.
+type ProcessorLeaseResult struct {
+	Leased   bool
+	State    ProcessorState
+	Messages []OutgoingMessage
+}
+
+// ProcessorState is a partition's cursor and head-of-line failure count.
+type ProcessorState struct {
+	ProcessedSeq int64
+	// Attempts counts earlier failed or abandoned deliveries of the head
+	// message (the value before the lease taken now counted one more).
+	Attempts int
+}
+
+// ProcessorAckLeaseParams is a clean ack and, in the same transaction, the
+// next lease of the same partition.
+type ProcessorAckLeaseParams struct {
+	Ack  *ProcessorUpdateParams
+	Next *ProcessorLeaseParams
+}
+
+// ProcessorLockParams names the partition to lock inside Conn.
+type ProcessorLockParams struct {
+	// Conn is the transaction that holds the row lock until it ends.
+	Conn        bun.IConn
+	PartitionID int64
+}
+
+// ProcessorLockResult is the locked row's state; Locked is false when the
+// row is locked elsewhere, backing off, or has no work.
+type ProcessorLockResult struct {
+	Locked bool
+	State  ProcessorState
+}
+
+// OutgoingListParams reads up to Limit rows with seq > AfterSeq on Conn.
+type OutgoingListParams struct {
+	Conn        bun.IConn
+	PartitionID int64
+	AfterSeq    int64
+	Limit       int
+}
+
+// OutgoingMessage is one sequenced message with its body.
+type OutgoingMessage struct {
+	Seq         int64
+	ID          MessageID
+	PayloadType string
+	Payload     []byte
+	Headers     []byte
+	CreatedAt   time.Time
+}
+
+// DeadLetter is a self-contained copy of a message that will not be retried.
+type DeadLetter struct {
+	PartitionID int64
+	Seq         int64
+	MessageID   MessageID
+	PayloadType string
+	Payload     []byte
+	Headers     []byte
+	CreatedAt   time.Time
+	// LastError is stored as ErrorText renders it.
+	LastError string
+	Attempts  int
+}
+
+// DeadLetterPending is the state a dead letter is written in
+// (deadletter.StatusPending).
+const DeadLetterPending = "pending"
+
+// ProcessorUpdateParams is the outcome of one batch. Build it with
+// [ProcessorAdvance] or [ProcessorFailure].
+type ProcessorUpdateParams struct {
+	// Conn is the transaction to record on, for ProcessorUpdate;
+	// ProcessorAck runs its own and ignores it.
+	Conn        bun.IConn
+	PartitionID int64
+	// Owner guards the update with locked_by = Owner (leased mode); empty in
+	// transactional mode, where the caller holds the row lock.
+	Owner string
+	// ProcessedSeq is the new cursor (unchanged if equal to the old one).
+	ProcessedSeq int64
+	// Attempts is the head's failure count to store.
+	Attempts int
+	// LastError is stored, as ErrorText renders it, when not empty; cleared otherwise.
+	LastError string
+	// RetryAfter sets next_attempt_at = now + RetryAfter when > 0.
+	RetryAfter time.Duration
+	// DeadLetters are inserted in the same transaction.
+	DeadLetters []DeadLetter
+}
+
+// ProcessorAdvance builds the update for acked messages: cursor to seq,
+// attempts and error cleared, lease released.
+func ProcessorAdvance(partitionID int64, owner string, seq int64, deadLetters []DeadLetter) *ProcessorUpdateParams {
+	return &ProcessorUpdateParams{PartitionID: partitionID, Owner: owner, ProcessedSeq: seq, DeadLetters: deadLetters}
+}
+
+// ProcessorFailure builds the update for a failed head: cursor to seq (the
+// acked prefix), attempts and error stored, retry after a delay, lease released.
+func ProcessorFailure(partitionID int64, owner string, seq int64, attempts int, lastErr string, retryAfter time.Duration, deadLetters []DeadLetter) *ProcessorUpdateParams {
+	return &ProcessorUpdateParams{
+		PartitionID: partitionID, Owner: owner, ProcessedSeq: seq,
+		Attempts: attempts, LastError: lastErr, RetryAfter: retryAfter, DeadLetters: deadLetters,
+	}
+}
+
+// Clean reports an outcome that only advances the cursor: no failure, no
+// dead letter (what ProcessorAckLease accepts).
+func (p *ProcessorUpdateParams) Clean() bool {
+	return p.Attempts == 0 && p.LastError == "" && p.RetryAfter == 0 && len(p.DeadLetters) == 0
+}
+
+// VacuumCounterListParams asks for every partition with rows to prune.
+type VacuumCounterListParams struct{}
+
+// VacuumCounter is a partition with processed rows to prune: those with
+// PrunedSeq < seq <= ProcessedSeq.
+type VacuumCounter struct {
+	PartitionID  int64
+	PrunedSeq    int64
+	ProcessedSeq int64
+}
+
+// VacuumDeleteParams selects processed rows of one or more partitions,
+// pruned in one transaction.
+type VacuumDeleteParams struct {
+	Ranges []VacuumRange
+}
+
+// VacuumRange is one partition's rows with FromSeq < seq <= ToSeq.
+type VacuumRange struct {
+	PartitionID int64
+	FromSeq     int64 // exclusive
+	ToSeq       int64 // inclusive
+}
+
+// TableVacuumParams asks for seqbox's own tables to be vacuumed if the
+// database needs it done.
+type TableVacuumParams struct{}
+
+// TableVacuumResult says whether the tables were vacuumed, and why not.
+type TableVacuumResult struct {
+	Vacuumed bool
+	// Reason is why nothing was done: autovacuum is on, or another process
+	// holds the turn.
+	Reason string
+}
+
+// PartitionStatsParams asks for every registered partition.
+type PartitionStatsParams struct{}
+
+// PartitionStats are one partition's backlog figures.
+type PartitionStats struct {
+	PartitionID  int64
+	Queue        string
+	Partition    int
+	Incoming     int64
+	Sequence     int64
+	ProcessedSeq int64
+	Attempts     int
+	LastError    string
+	// OldestIncoming is when the first unsequenced message in line (lowest
+	// incoming id) was enqueued.
+	OldestIncoming time.Time
+	LockedUntil    time.Time
+	NextAttemptAt  time.Time
+}
+
+// DeadLetterCountParams asks for every partition's counts.
+type DeadLetterCountParams struct{}
+
+// DeadLetterCount is the number of dead letters of a partition in a status.
+type DeadLetterCount struct {
+	PartitionID int64
+	Status      string
+	Count       int64
+}
