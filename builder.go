@@ -103,7 +103,7 @@ func (b *Builder) checkOptions(field string, opts []processor.QueueOption) {
 	}
 }
 
-// ProcessorConcurrency bounds partitions processed at once. Defaults to 8.
+// ProcessorConcurrency bounds handler calls at once (processor.Config.Concurrency). Defaults to 8.
 func (b *Builder) ProcessorConcurrency(n int) *Builder { b.cfg.Processor.Concurrency = n; return b }
 
 // PollInterval sets how often processors look for work from other processes. Defaults to 1s.

@@ -130,6 +130,26 @@ type ProcessorAckLeaseParams struct {
 	Next *ProcessorLeaseParams
 }
 
+// ProcessorLeaseGroupParams asks for several partitions' leases in one
+// transaction: one commit for many lightly loaded partitions.
+type ProcessorLeaseGroupParams struct {
+	Leases []ProcessorLeaseParams // distinct partitions
+}
+
+// ProcessorAckLeaseGroupParams is several clean acks, each with its
+// partition's next lease, in one transaction.
+type ProcessorAckLeaseGroupParams struct {
+	Items []ProcessorAckLeaseParams // distinct partitions, each Ack.Clean()
+}
+
+// ProcessorGroupResult is one item of a group: its lease (Leased false when
+// nothing was taken) or ErrLeaseLost for an ack whose lease had expired.
+// The other items of the group are not affected by a lost lease.
+type ProcessorGroupResult struct {
+	Lease ProcessorLeaseResult
+	Err   error
+}
+
 // ProcessorLockParams names the partition to lock inside Conn.
 type ProcessorLockParams struct {
 	// Conn is the transaction that holds the row lock until it ends.

@@ -36,8 +36,12 @@ const (
 
 // Config tunes the pool.
 type Config struct {
-	// Concurrency is how many partitions run a batch at once, across all
-	// queues; each holds at most one connection. Defaults to 8.
+	// Concurrency is how many handler calls run at once, across all
+	// queues. Defaults to 8. Leases and acks are taken outside those
+	// slots: on PostgreSQL and MySQL/MariaDB by up to 4×Concurrency
+	// partitions at once, folded into shared statements (see GroupLeaser),
+	// so that many lightly loaded partitions do not wait on each other's
+	// round trips; elsewhere by Concurrency partitions, a connection each.
 	Concurrency int
 	// PollInterval is how often the pool looks for work that no in-process
 	// signal announced (rows sequenced by another process, expired leases
@@ -138,12 +142,17 @@ type AckLeaser interface {
 
 // Pool runs one task per partition of every queue with a handler.
 type Pool struct {
-	d     Store
-	cfg   Config
-	log   *slog.Logger
-	sem   *semaphore.Weighted
-	tasks map[int64]*task
-	ids   []int64
+	d   Store
+	cfg Config
+	log *slog.Logger
+	// sem bounds handler calls; steps bounds partitions between a lease
+	// and its ack (the database work).
+	sem, steps *semaphore.Weighted
+	tasks      map[int64]*task
+	ids        []int64
+	// groups folds concurrent leases and acks into one transaction each;
+	// nil when the store has no GroupLeaser.
+	groups *groups
 
 	delivered, retried, deadLettered atomic.Int64
 }
@@ -155,6 +164,12 @@ func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 		d: d, cfg: cfg, log: cfg.Logger.With("component", "processor"),
 		sem: semaphore.NewWeighted(int64(cfg.Concurrency)), tasks: make(map[int64]*task),
 	}
+	steps := cfg.Concurrency
+	if gl, ok := d.(GroupLeaser); ok {
+		p.groups = newGroups(d, gl)
+		steps = groupStepsPerSlot * cfg.Concurrency
+	}
+	p.steps = semaphore.NewWeighted(int64(steps))
 	for _, q := range queues {
 		if q.Handler == nil {
 			continue // producer-only queue here; other processes consume it
@@ -264,11 +279,11 @@ func (t *task) run(ctx, waitCtx context.Context) {
 			timer, timerC = nil, nil
 		}
 		for waitCtx.Err() == nil {
-			if err := t.pool.sem.Acquire(waitCtx, 1); err != nil {
+			if err := t.pool.steps.Acquire(waitCtx, 1); err != nil {
 				return
 			}
 			more := t.step(ctx)
-			t.pool.sem.Release(1)
+			t.pool.steps.Release(1)
 			if t.retryWait > 0 {
 				// Local timer for the retry; other processes read next_attempt_at.
 				timer = time.NewTimer(t.retryWait + 5*time.Millisecond)
@@ -421,6 +436,12 @@ func (t *task) releasePending(ctx context.Context) {
 	}
 	state := t.pending.lease.State
 	t.pending = nil
+	t.giveBack(ctx, state)
+}
+
+// giveBack releases a lease that was taken but not worked, restoring the
+// head's attempt count.
+func (t *task) giveBack(ctx context.Context, state dialect.ProcessorState) {
 	err := t.apply(ctx, dialect.ProcessorFailure(t.id, t.pool.cfg.Owner, state.ProcessedSeq, state.Attempts, "", 0, nil))
 	if err != nil && ctx.Err() == nil {
 		t.pool.log.Warn("release unused lease failed; it expires by itself", slog.String("queue", t.queue),
@@ -445,7 +466,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		lease, leaseStart, limit = pl.lease, pl.at, pl.limit
 	} else {
 		var err error
-		lease, err = p.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease, Limit: limit})
+		lease, err = p.lease(ctx, &dialect.ProcessorLeaseParams{PartitionID: t.id, Owner: p.cfg.Owner, Duration: t.opts.Lease, Limit: limit})
 		if err != nil || !lease.Leased {
 			return false, err // leased elsewhere, backing off, or empty: a poll or notify brings us back
 		}
@@ -463,10 +484,23 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		b := &Batch{Messages: make([]Delivery, 1)}
 		o = t.decide(state, p.cfg.Owner, msgs, b, fmt.Errorf("lease taken %d times without an ack", state.Attempts))
 	} else {
+		deadline := leaseStart.Add(t.opts.Lease - t.opts.LeaseHeadroom)
+		if err := p.sem.Acquire(ctx, 1); err != nil {
+			t.giveBack(ctx, state)
+			return false, err
+		}
+		if !time.Now().Before(deadline) {
+			// Waited for a handler slot past the handler's deadline: give
+			// the lease back and lease afresh.
+			p.sem.Release(1)
+			t.giveBack(ctx, state)
+			return true, nil
+		}
 		b := t.deliveries(msgs, state.Attempts)
-		hctx, cancel := context.WithDeadline(ctx, leaseStart.Add(t.opts.Lease-t.opts.LeaseHeadroom))
+		hctx, cancel := context.WithDeadline(ctx, deadline)
 		herr := lifecycle.Safely(func() error { return t.h.leased(hctx, b) })
 		cancel()
+		p.sem.Release(1)
 		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
 	}
 	if !abandoned && !o.failed && o.failure == nil && o.dead == 0 {
@@ -497,16 +531,34 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 	return false, nil // nothing sequenced past this ack: a notify brings us back
 }
 
-// ackLease acks a clean outcome and takes the next lease: in one
-// transaction when the store has the fast path, else one after the other.
+// ackLease acks a clean outcome and takes the next lease: grouped with
+// other partitions' when the store can, else alone.
 func (p *Pool) ackLease(ctx context.Context, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	if al, ok := p.d.(AckLeaser); ok {
+	if p.groups != nil {
+		return p.groups.acks.runAlone(ctx, params)
+	}
+	return ackLeaseOne(ctx, p.d, params)
+}
+
+// ackLeaseOne is ackLease for one partition: in one transaction when the
+// store has the fast path, else one after the other.
+func ackLeaseOne(ctx context.Context, d Store, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	if al, ok := d.(AckLeaser); ok {
 		return al.ProcessorAckLease(ctx, params)
 	}
-	if err := p.d.ProcessorAck(ctx, params.Ack); err != nil {
+	if err := d.ProcessorAck(ctx, params.Ack); err != nil {
 		return dialect.ProcessorLeaseResult{}, err
 	}
-	return p.d.ProcessorLease(ctx, params.Next)
+	return d.ProcessorLease(ctx, params.Next)
+}
+
+// lease takes a partition's lease and reads its batch, grouped with other
+// partitions' when the store can.
+func (p *Pool) lease(ctx context.Context, params *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	if p.groups != nil {
+		return p.groups.leases.runAlone(ctx, params)
+	}
+	return p.d.ProcessorLease(ctx, params)
 }
 
 // ackFailed is a step's result after a failed ack. A lost lease is not an
@@ -594,6 +646,11 @@ var errRollback = errors.New("seqbox: handler failed, rolling back")
 // then recorded in a second, small transaction.
 func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 	p := t.pool
+	// The handler runs inside the transaction: the whole step is its call.
+	if err := p.sem.Acquire(ctx, 1); err != nil {
+		return false, err
+	}
+	defer p.sem.Release(1)
 	var (
 		state  dialect.ProcessorState
 		locked bool

@@ -149,6 +149,18 @@ func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAck
 	return d.AckLeaseInTx(ctx, p, d.LeaseThenRead)
 }
 
+// ProcessorLeaseGroup takes several partitions' leases in one transaction;
+// see processor.GroupLeaser.
+func (d *Dialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+	return d.LeaseGroupStatements(ctx, p)
+}
+
+// ProcessorAckLeaseGroup acks and re-leases several partitions in one
+// transaction; see processor.GroupLeaser.
+func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+	return d.AckLeaseGroupStatements(ctx, p)
+}
+
 // The ranges, one JSON value [[pid,from,to],…], as a table.
 const vacuumRanges = "JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r"
 
@@ -210,6 +222,7 @@ func (flavor) Fragments() map[string]string {
 		"partition_lock":     " FOR UPDATE SKIP LOCKED",
 		"read_setup":         "",
 		"row_lock":           " FOR UPDATE SKIP LOCKED",
+		"row_lock_wait":      " FOR UPDATE",
 		// The id list, given as a JSON array, joined to incoming with
 		// STRAIGHT_JOIN so every row is found by primary key. A plain
 		// "DELETE … WHERE id IN (…)" may be planned as a table scan while

@@ -428,6 +428,18 @@ func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAck
 	return leaseResult(rows), nil
 }
 
+// ProcessorLeaseGroup takes several partitions' leases in one transaction;
+// see processor.GroupLeaser.
+func (d *Dialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+	return d.LeaseGroupStatements(ctx, p)
+}
+
+// ProcessorAckLeaseGroup acks and re-leases several partitions in one
+// transaction; see processor.GroupLeaser.
+func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+	return d.AckLeaseGroupStatements(ctx, p)
+}
+
 // ---------------------------------------------------------------- vacuum
 
 // vacuumDeleteSQL deletes the outgoing rows of every range and their
@@ -544,6 +556,7 @@ func (flavor) Fragments() map[string]string {
 		// key would take, and is all a non-key UPDATE needs.
 		"partition_lock": " FOR NO KEY UPDATE SKIP LOCKED",
 		"row_lock":       " FOR NO KEY UPDATE SKIP LOCKED",
+		"row_lock_wait":  " FOR NO KEY UPDATE",
 		// Bitmap scans off for the rest of the move's transaction
 		// (set_config with is_local, evaluated with the lock, costs no round
 		// trip). The planner estimates fewer rows per partition than the

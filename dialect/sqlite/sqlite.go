@@ -129,6 +129,7 @@ func (flavor) Fragments() map[string]string {
 		"partition_lock":     "",
 		"read_setup":         "",
 		"row_lock":           "",
+		"row_lock_wait":      "",
 		// MVCC readers never wait on rows of open producers here.
 		"delete_incoming": "DELETE FROM {incoming} WHERE id IN (?)",
 	}

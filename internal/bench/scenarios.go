@@ -701,18 +701,19 @@ func (b *bencher) drainRun(ctx context.Context, m *meter, total int64, moment st
 
 // pipelineRun is one run of producers and processors together.
 type pipelineRun struct {
-	committed     int64         // messages committed in the window
-	window        time.Duration // how long the producers ran
-	enqueueRate   float64       // committed msgs/s over the window
-	deliveredRate float64       // handled msgs/s over the window
-	latency       LatencyStat
-	early         int64
-	backlogMax    int64
-	backlogFinal  int64 // when the producers stopped
-	backlogSeries []int64
-	drainAfter    time.Duration // to deliver what was left after the window
-	retried       int64
-	duplicates    int64 // handler calls beyond the committed count: redeliveries
+	committed      int64         // messages committed in the window
+	window         time.Duration // how long the producers ran
+	enqueueRate    float64       // committed msgs/s over the window
+	deliveredRate  float64       // handled msgs/s over the window
+	latency        LatencyStat
+	early          int64
+	backlogMax     int64
+	backlogFinal   int64 // when the producers stopped
+	backlogSeries  []int64
+	unsequencedMax int64         // the largest incoming (not yet sequenced) part of a sample
+	drainAfter     time.Duration // to deliver what was left after the window
+	retried        int64
+	duplicates     int64 // handler calls beyond the committed count: redeliveries
 }
 
 // throughput is the window's messages over the time it took to deliver
@@ -824,6 +825,7 @@ func (b *bencher) pipelineRun(ctx context.Context, spec pipelineSpec, m *meter) 
 					return err
 				}
 				res.backlogSeries = append(res.backlogSeries, in+un)
+				res.unsequencedMax = max(res.unsequencedMax, in)
 			}
 		}
 	})
@@ -1003,7 +1005,7 @@ func statOf(runs []pipelineRun, get func(pipelineRun) float64) Stat {
 func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipelineRun) float64) Result {
 	lat := make([]LatencyStat, len(runs))
 	early, retried, duplicates := int64(0), int64(0), int64(0)
-	var backlogMax, backlogFinal, drainMs []int64
+	var backlogMax, backlogFinal, unsequencedMax, drainMs []int64
 	var series [][]int64
 	for i, r := range runs {
 		lat[i] = r.latency
@@ -1011,6 +1013,7 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 		retried += r.retried
 		duplicates += r.duplicates
 		backlogMax = append(backlogMax, r.backlogMax)
+		unsequencedMax = append(unsequencedMax, r.unsequencedMax)
 		backlogFinal = append(backlogFinal, r.backlogFinal)
 		drainMs = append(drainMs, r.drainAfter.Milliseconds())
 		series = append(series, r.backlogSeries)
@@ -1021,6 +1024,7 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 			"retried":                  retried,
 			"duplicate_deliveries":     duplicates,
 			"backlog_max":              backlogMax,
+			"backlog_unsequenced_max":  unsequencedMax, // of backlog_max's samples, the part not yet sequenced
 			"backlog_final":            backlogFinal,
 			"backlog_per_second":       series,
 			"drain_after_window_ms":    drainMs,

@@ -16,6 +16,7 @@ func Cases() []Case {
 		{"SequenceMoveShapes", testSequenceMoveShapes},                                       // 2
 		{"LateCommitMovedAfterLaterRows", testLateCommitMovedAfterLaterRows},                 // 2
 		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
+		{"LeaseGroup", testLeaseGroup},                                                       // 3, 5
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
 		{"RejectDeadLetters", testRejectDeadLetters},                                         // 3
 		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                               // 3

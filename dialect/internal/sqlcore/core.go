@@ -7,10 +7,12 @@
 package sqlcore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -833,6 +835,163 @@ func (c *Core) AckLeaseInTx(ctx context.Context, p *dialect.ProcessorAckLeasePar
 		return dialect.ProcessorLeaseResult{}, err
 	}
 	return res, nil
+}
+
+// groupState is a processor row locked by a group.
+type groupState struct {
+	PartitionID  int64 `bun:"partition_id"`
+	ProcessedSeq int64 `bun:"processed_seq"`
+	Attempts     int   `bun:"attempts"`
+}
+
+// LeaseGroupStatements takes several leases in one transaction of two
+// statements (lock the leasable rows, lease them), then reads every batch
+// in one more; see processor.GroupLeaser.
+func (c *Core) LeaseGroupStatements(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+	if len(p.Leases) == 0 {
+		return nil, nil
+	}
+	pids := make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		pids[i] = l.PartitionID
+	}
+	var taken []groupState
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
+		taken, err = c.leaseGroup(ctx, tx, pids, p.Leases[0].Owner, p.Leases[0].Duration)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	limits := make(map[int64]int, len(p.Leases))
+	for _, l := range p.Leases {
+		limits[l.PartitionID] = l.Limit
+	}
+	leases, err := c.readGroup(ctx, taken, limits)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dialect.ProcessorLeaseResult, len(p.Leases))
+	for i, l := range p.Leases {
+		out[i] = leases[l.PartitionID]
+	}
+	return out, nil
+}
+
+// leaseGroup locks the rows of pids that can be leased (skipping any
+// another transaction holds) and leases them to owner, on tx.
+func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner string, d time.Duration) ([]groupState, error) {
+	var rows []groupState
+	if err := c.Raw(tx, c.SQL(stmtGroupLockLeasable), Args{"pids": bun.List(pids)}).Scan(ctx, &rows); err != nil {
+		return nil, c.Wrap(err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.PartitionID
+	}
+	_, err := c.Raw(tx, c.SQL(stmtGroupTakeLease), Args{"pids": bun.List(ids), "owner": owner, "lease_us": d.Microseconds()}).Exec(ctx)
+	return rows, c.Wrap(err)
+}
+
+// readGroup reads the batches of leased partitions in one statement: each
+// the seq range after its processed_seq, up to its limit.
+func (c *Core) readGroup(ctx context.Context, taken []groupState, limits map[int64]int) (map[int64]dialect.ProcessorLeaseResult, error) {
+	out := make(map[int64]dialect.ProcessorLeaseResult, len(taken))
+	if len(taken) == 0 {
+		return out, nil
+	}
+	part := c.SQL(stmtGroupReadPart)
+	var rows []struct {
+		PartitionID int64 `bun:"partition_id"`
+		OutgoingRow
+	}
+	if err := c.Raw(c.db, "?", ValuesJoin(len(taken), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
+		t := taken[i]
+		return gen.AppendQuery(b, part, t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID]))
+	})).Scan(ctx, &rows); err != nil {
+		return nil, c.Wrap(err)
+	}
+	slices.SortFunc(rows, func(a, b struct {
+		PartitionID int64 `bun:"partition_id"`
+		OutgoingRow
+	}) int {
+		return cmp.Or(cmp.Compare(a.PartitionID, b.PartitionID), cmp.Compare(a.Seq, b.Seq))
+	})
+	for _, t := range taken {
+		out[t.PartitionID] = dialect.ProcessorLeaseResult{Leased: true,
+			State: dialect.ProcessorState{ProcessedSeq: t.ProcessedSeq, Attempts: t.Attempts}}
+	}
+	for i := range rows {
+		r := out[rows[i].PartitionID]
+		r.Messages = append(r.Messages, rows[i].Message())
+		out[rows[i].PartitionID] = r
+	}
+	return out, nil
+}
+
+// AckLeaseGroupStatements records several clean acks and takes the next
+// lease of each partition with more work, in one transaction of four
+// statements, then reads the new batches in one more. An ack whose lease
+// was lost reports ErrLeaseLost in its item and changes nothing.
+func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+	if len(p.Items) == 0 {
+		return nil, nil
+	}
+	owner, lease := p.Items[0].Ack.Owner, p.Items[0].Next.Duration
+	pids := make([]int64, len(p.Items))
+	for i, it := range p.Items {
+		if !it.Ack.Clean() || it.Ack.Owner != owner || it.Next.Owner != owner || it.Next.PartitionID != it.Ack.PartitionID {
+			return nil, fmt.Errorf("seqbox: a group ack must be a clean ack of one owner with its own partition's next lease")
+		}
+		pids[i] = it.Ack.PartitionID
+	}
+	var owned []int64
+	var taken []groupState
+	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		owned, taken = nil, nil
+		if err := c.Raw(tx, c.SQL(stmtGroupLockOwned), Args{"pids": bun.List(pids), "owner": owner}).Scan(ctx, &owned); err != nil {
+			return c.Wrap(err)
+		}
+		if len(owned) == 0 {
+			return nil
+		}
+		seqs := make(map[int64]int64, len(p.Items))
+		for _, it := range p.Items {
+			seqs[it.Ack.PartitionID] = it.Ack.ProcessedSeq
+		}
+		cases := ValuesJoin(len(owned), " ", func(gen schema.QueryGen, b []byte, i int) []byte {
+			return gen.AppendQuery(b, "WHEN ? THEN ?", owned[i], seqs[owned[i]])
+		})
+		if _, err := c.Raw(tx, c.SQL(stmtGroupAck), Args{"cases": cases, "pids": bun.List(owned)}).Exec(ctx); err != nil {
+			return c.Wrap(err)
+		}
+		var err error
+		taken, err = c.leaseGroup(ctx, tx, owned, owner, lease)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	limits := make(map[int64]int, len(p.Items))
+	for _, it := range p.Items {
+		limits[it.Next.PartitionID] = it.Next.Limit
+	}
+	leases, err := c.readGroup(ctx, taken, limits)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dialect.ProcessorGroupResult, len(p.Items))
+	for i, pid := range pids {
+		if !slices.Contains(owned, pid) {
+			out[i].Err = dialect.ErrLeaseLost
+			continue
+		}
+		out[i].Lease = leases[pid]
+	}
+	return out, nil
 }
 
 // ProcessorLock row-locks the processor row inside p.Conn (transactional mode).

@@ -25,6 +25,7 @@ package sqlcore
 //	incoming_order      the order moves take rows in (the FIFO order)
 //	bigint_type         the type a 64-bit integer parameter is cast to, so
 //	                    that a bound value needs no type inference
+//	row_lock_wait       row_lock without SKIP LOCKED: wait for the row
 //	async_commit        a condition, always true, that makes the statement's
 //	                    transaction commit without waiting for its log
 //	                    flush (PostgreSQL), or ""
@@ -85,7 +86,27 @@ const (
 		"next_attempt_at = CASE WHEN CAST(?retry_us AS {bigint_type}) > 0 THEN {now_plus_retry} END, locked_by = NULL, locked_until = NULL " +
 		"WHERE partition_id = ?pid"
 	stmtProcessorUpdateGuarded = stmtProcessorUpdate + " AND locked_by = ?owner"
-	stmtInsertDeadLetters      = "INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
+	// Group leases and acks (processor.GroupLeaser): a few statements for
+	// many partitions. Named values: ?pids (a list) ?owner ?lease_us ?cases.
+	// The row lock skips rows another transaction is leasing; rows come
+	// back in partition order, the order every group locks them in.
+	stmtGroupLockLeasable = "SELECT partition_id, processed_seq, attempts FROM {processor} " +
+		"WHERE partition_id IN (?pids) AND {leasable} " +
+		"AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) " +
+		"ORDER BY partition_id{row_lock}"
+	stmtGroupTakeLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, attempts = attempts + 1 " +
+		"WHERE partition_id IN (?pids){async_commit}"
+	// The acks wait for a row lock instead of skipping: the rows are ours
+	// unless a lease expired, and a skip would read as a lost lease.
+	stmtGroupLockOwned = "SELECT partition_id FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner " +
+		"ORDER BY partition_id{row_lock_wait}"
+	stmtGroupAck = "UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL, " +
+		"next_attempt_at = NULL, locked_by = NULL, locked_until = NULL WHERE partition_id IN (?pids){async_commit}"
+	// A batch is a seq range: seqs are gap-free above processed_seq, so
+	// "the next n" is (after, after+n]. Joined with UNION ALL, one per partition.
+	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
+		"FROM {outgoing} o JOIN {body} b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?"
+	stmtInsertDeadLetters = "INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
 		"created_at, failed_at, last_error, attempts, status) VALUES ?"
 	stmtDeadLetterRow = "(?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
 
@@ -143,6 +164,11 @@ func allStatements() []string {
 		stmtProcessorUpdate,
 		stmtProcessorUpdateGuarded,
 		stmtInsertDeadLetters,
+		stmtGroupLockLeasable,
+		stmtGroupTakeLease,
+		stmtGroupLockOwned,
+		stmtGroupAck,
+		stmtGroupReadPart,
 		stmtDeadLetterRow,
 		stmtVacuumCounters,
 		stmtSetPruned,
