@@ -20,6 +20,7 @@ import (
 	bundialect "github.com/uptrace/bun/dialect"
 	"github.com/uptrace/bun/migrate"
 
+	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/mysql"
 	"github.com/seqbox/seqbox/dialect/postgres"
@@ -205,6 +206,18 @@ func Dialect(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, e
 	default:
 		return nil, &outbox.ConfigError{Field: "db", Reason: fmt.Sprintf("unsupported bun dialect %s (want pg, mysql or sqlite)", name)}
 	}
+}
+
+// DeadLetters returns the dead-letter admin for a database and table
+// prefix, without starting a pipeline (a CLI, an admin service). The
+// schema must exist. An application with a running Outbox uses its
+// DeadLetters method instead, whose replays its sequencer picks up at once.
+func DeadLetters(ctx context.Context, db *bun.DB, prefix string) (*deadletter.Admin, error) {
+	d, err := Dialect(ctx, db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return deadletter.NewAdmin(d, nil), nil
 }
 
 // Migrations returns the seqbox schema as bun/migrate migrations, for

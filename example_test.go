@@ -3,15 +3,18 @@ package seqbox_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -54,4 +57,49 @@ func Example() {
 	}
 	fmt.Println(<-delivered)
 	// Output: order.created.v1 seq=1 {"customer":"c-42"}
+}
+
+// A handler bug dead-letters a message; once it is fixed, the dead letter
+// is replayed to the tail of its partition and resolved when acked.
+func Example_deadLetters() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	var fixed atomic.Bool
+	ob, err := seqbox.New(db).Migrate(true).
+		Queue("invoices", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			if !fixed.Load() {
+				return processor.Reject(errors.New("unknown currency"))
+			}
+			fmt.Printf("delivered %s (replay of a dead letter: %t)\n", d.Payload, d.Headers[deadletter.ReplayOfHeader] != "")
+			return nil
+		})).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	id, _ := ob.Enqueue(ctx, db, "invoices", outbox.Message{PayloadType: "invoice.v1", Payload: []byte("inv-7")})
+	_ = ob.WaitProcessed(ctx, id)
+
+	dl := ob.DeadLetters()
+	page, _ := dl.List(ctx, deadletter.Filter{Queue: "invoices", Statuses: []deadletter.Status{deadletter.StatusPending}}, 0, 10)
+	fmt.Println(len(page.Letters), page.Letters[0].Status, page.Letters[0].LastError)
+
+	fixed.Store(true) // the bug is fixed and deployed
+	changed, err := dl.Replay(ctx, deadletter.Matching(deadletter.Filter{Queue: "invoices"}))
+	if err != nil {
+		panic(err)
+	}
+	_ = ob.WaitProcessed(ctx, changed.ReplayIDs...)
+	letter, _ := dl.Get(ctx, id)
+	fmt.Println(letter.Status)
+	// Output:
+	// 1 pending seqbox: message rejected: unknown currency
+	// delivered inv-7 (replay of a dead letter: true)
+	// resolved
 }

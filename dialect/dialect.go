@@ -140,8 +140,9 @@ type MessageID [16]byte
 // Dialect is every database operation seqbox performs, the union of the
 // small interfaces its consumers declare where they use them:
 // outbox.EnqueueStore, outbox.StatsStore and outbox.SchemaStore,
-// sequencer.Store, processor.Store (with the optional processor.AckLeaser),
-// and vacuum.Store. A new operation goes here, in its consumer's interface,
+// sequencer.Store, processor.Store (with the optional processor.AckLeaser
+// and processor.GroupLeaser), vacuum.Store and deadletter.Store. A new
+// operation goes here, in its consumer's interface,
 // and in each implementation; docs/ARCHITECTURE.md ("Where changes go")
 // walks through it. Every operation takes (ctx, *XxxParams): fields can be
 // added without changing a signature. Operations that join the caller's
@@ -227,6 +228,21 @@ type Dialect interface {
 	PartitionStats(ctx context.Context, params *PartitionStatsParams) ([]PartitionStats, error)
 	// DeadLetterCount counts dead letters by partition and status.
 	DeadLetterCount(ctx context.Context, params *DeadLetterCountParams) ([]DeadLetterCount, error)
+
+	// Dead-letter actions (deadletter.Store).
+
+	// DeadLetterList lists the letters a filter matches in id order, on
+	// params.Conn (the database when nil), locking them there with Lock.
+	DeadLetterList(ctx context.Context, params *DeadLetterListParams) ([]DeadLetterRecord, error)
+	// DeadLetterTally counts the letters a filter matches, by status.
+	DeadLetterTally(ctx context.Context, params *DeadLetterTallyParams) (map[string]int64, error)
+	// DeadLetterUpdate moves the letters still in From to To on
+	// params.Conn and returns how many moved.
+	DeadLetterUpdate(ctx context.Context, params *DeadLetterUpdateParams) (int, error)
+	// DeadLetterDelete deletes letters by id on params.Conn.
+	DeadLetterDelete(ctx context.Context, params *DeadLetterDeleteParams) (int, error)
+	// PartitionList names the partitions of a queue, or of every queue.
+	PartitionList(ctx context.Context, params *PartitionListParams) ([]PartitionInfo, error)
 }
 
 // Base is what every consumer may read: the dialect's properties and its
@@ -291,6 +307,40 @@ func (id MessageID) String() string {
 		out = append(out, hexDigits[b>>4], hexDigits[b&0x0f])
 	}
 	return string(out)
+}
+
+// ErrInvalidMessageID is returned by ParseMessageID.
+var ErrInvalidMessageID = errors.New("seqbox: invalid message id")
+
+// ParseMessageID reads a canonical UUID text (as String writes it; upper
+// case hex is accepted).
+func ParseMessageID(s string) (MessageID, error) {
+	var id MessageID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return id, fmt.Errorf("%w: %q: want a UUID like 0192f1a4-7b3c-7d2e-9f00-1a2b3c4d5e6f", ErrInvalidMessageID, s)
+	}
+	hex := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	for i := range id {
+		hi, ok1 := unhex(hex[2*i])
+		lo, ok2 := unhex(hex[2*i+1])
+		if !ok1 || !ok2 {
+			return MessageID{}, fmt.Errorf("%w: %q: not hexadecimal", ErrInvalidMessageID, s)
+		}
+		id[i] = hi<<4 | lo
+	}
+	return id, nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }
 
 // ErrPartitionCountMismatch matches *PartitionCountError.

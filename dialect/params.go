@@ -196,9 +196,96 @@ type DeadLetter struct {
 	Attempts  int
 }
 
-// DeadLetterPending is the state a dead letter is written in
-// (deadletter.StatusPending).
-const DeadLetterPending = "pending"
+// Dead-letter states (deadletter.Status): written pending; a replay makes
+// it replayed and the replay's ack resolved; an operator may resolve or
+// discard a pending one.
+const (
+	DeadLetterPending   = "pending"
+	DeadLetterReplayed  = "replayed"
+	DeadLetterResolved  = "resolved"
+	DeadLetterDiscarded = "discarded"
+)
+
+// DeadLetterFilter selects dead letters: every set field must match.
+type DeadLetterFilter struct {
+	IDs []int64 // nil: any; empty: none
+	// PartitionIDs: nil matches any partition, an empty list none (a
+	// queue or partition that does not exist).
+	PartitionIDs []int64
+	Statuses     []string
+	PayloadType  string
+	MessageID    *MessageID
+	FailedFrom   time.Time // inclusive; zero: unbounded
+	FailedTo     time.Time // exclusive; zero: unbounded
+	CompletedTo  time.Time // completed_at before it (purge); zero: unbounded
+}
+
+// DeadLetterListParams lists dead letters in id order.
+type DeadLetterListParams struct {
+	// Conn is the connection to read on; nil reads on the database. With
+	// Lock it is the transaction that holds the rows' locks until it ends.
+	Conn    bun.IConn
+	Filter  DeadLetterFilter
+	AfterID int64 // keyset pagination: ids above it
+	Limit   int   // 0: no limit
+	Lock    bool
+	// IDsOnly reads only ids and statuses (bulk actions, purge).
+	IDsOnly bool
+}
+
+// DeadLetterRecord is a stored dead letter.
+type DeadLetterRecord struct {
+	ID          int64
+	PartitionID int64
+	Seq         int64
+	MessageID   MessageID
+	PayloadType string
+	Payload     []byte
+	Headers     []byte // JSON object text, or nil
+	CreatedAt   time.Time
+	FailedAt    time.Time
+	LastError   string
+	Attempts    int
+	Status      string
+	Note        string
+	CompletedAt *time.Time
+	ReplayID    *MessageID
+}
+
+// DeadLetterTallyParams counts the dead letters a filter matches, by status.
+type DeadLetterTallyParams struct {
+	Filter DeadLetterFilter
+}
+
+// DeadLetterUpdateParams moves letters from one status to another on
+// Conn, only those still in From: of two operators, one wins.
+type DeadLetterUpdateParams struct {
+	Conn bun.IConn
+	IDs  []int64
+	From string
+	To   string
+	Note string // stored when not empty
+	// ReplayIDs, parallel to IDs, are the replay copies' ids (To replayed).
+	ReplayIDs []MessageID
+}
+
+// DeadLetterDeleteParams deletes letters by id on Conn (purge).
+type DeadLetterDeleteParams struct {
+	Conn bun.IConn
+	IDs  []int64
+}
+
+// PartitionListParams lists the partitions of Queue, or of every queue.
+type PartitionListParams struct {
+	Queue string
+}
+
+// PartitionInfo names a partition.
+type PartitionInfo struct {
+	ID        int64
+	Queue     string
+	Partition int
+}
 
 // ProcessorUpdateParams is the outcome of one batch. Build it with
 // [ProcessorAdvance] or [ProcessorFailure].
@@ -220,6 +307,9 @@ type ProcessorUpdateParams struct {
 	RetryAfter time.Duration
 	// DeadLetters are inserted in the same transaction.
 	DeadLetters []DeadLetter
+	// ResolveReplays are acked messages that are replays of dead letters
+	// (their own ids): those letters become resolved in the same transaction.
+	ResolveReplays []MessageID
 }
 
 // ProcessorAdvance builds the update for acked messages: cursor to seq,
@@ -240,7 +330,7 @@ func ProcessorFailure(partitionID int64, owner string, seq int64, attempts int, 
 // Clean reports an outcome that only advances the cursor: no failure, no
 // dead letter (what ProcessorAckLease accepts).
 func (p *ProcessorUpdateParams) Clean() bool {
-	return p.Attempts == 0 && p.LastError == "" && p.RetryAfter == 0 && len(p.DeadLetters) == 0
+	return p.Attempts == 0 && p.LastError == "" && p.RetryAfter == 0 && len(p.DeadLetters) == 0 && len(p.ResolveReplays) == 0
 }
 
 // VacuumCounterListParams asks for every partition with rows to prune.

@@ -18,6 +18,7 @@ import (
 	"github.com/uptrace/bun"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/configerr"
 	"github.com/seqbox/seqbox/internal/lifecycle"
@@ -583,6 +584,17 @@ func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, t
 
 // Flush wakes the sequencer now for partitions enqueued through caller-owned
 // transactions: call it after such a transaction commits for the lowest
+// DeadLetters lists and acts on this outbox's dead letters. A replay is
+// picked up by this process's sequencer at once (by others' at their next
+// reconcile scan).
+func (o *Outbox) DeadLetters() *deadletter.Admin {
+	return deadletter.NewAdmin(o.d, func(pids []int64) {
+		for _, pid := range pids {
+			o.prio.MarkDirty(pid)
+		}
+	})
+}
+
 // latency (Transaction does this for you).
 func (o *Outbox) Flush() { o.prio.Flush() }
 

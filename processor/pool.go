@@ -363,9 +363,11 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		return 1
 	}
 	var dls []dialect.DeadLetter
+	dead := map[int]bool{}
 	for i := 0; i < b.acked; i++ {
 		if rerr, ok := b.rejected[i]; ok {
 			dls = append(dls, deadletter.New(t.id, msgs[i], rerr, deliveries(i)))
+			dead[i] = true
 		}
 	}
 	acked := b.acked
@@ -378,6 +380,7 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		herr = nil
 	case isRejected(herr):
 		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, deliveries(acked)))
+		dead[acked] = true
 		acked++
 		herr = nil
 	}
@@ -388,22 +391,39 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		return msgs[n-1].Seq
 	}
 	if herr == nil {
-		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls), acked: acked, dead: len(dls)}
+		u := dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls)
+		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		return outcome{update: u, acked: acked, dead: len(dls)}
 	}
 	// The head of what is left failed. Its count continues only if it was
 	// already the head; a new head starts at one.
 	failures := deliveries(acked)
 	if t.opts.deadLetters(failures) {
 		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
+		dead[acked] = true
 		acked++
-		return outcome{update: dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls), acked: acked, dead: len(dls), failure: herr}
+		u := dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls)
+		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		return outcome{update: u, acked: acked, dead: len(dls), failure: herr}
 	}
 	delay := lifecycle.FullJitter(failures, t.opts.RetryBase, t.opts.RetryMax)
-	return outcome{
-		update: dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
-			dialect.ErrorText(dialect.ErrorString(herr)), max(delay, time.Millisecond), dls),
-		acked: acked, dead: len(dls), failed: true, failure: herr,
+	u := dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
+		dialect.ErrorText(dialect.ErrorString(herr)), max(delay, time.Millisecond), dls)
+	u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+	return outcome{update: u, acked: acked, dead: len(dls), failed: true, failure: herr}
+}
+
+// replaysAcked returns the ids of the first n messages that replay a dead
+// letter (deadletter.ReplayOfHeader) and were acked, not dead-lettered:
+// their letters become resolved with this outcome.
+func replaysAcked(msgs []dialect.OutgoingMessage, b *Batch, n int, dead map[int]bool) []dialect.MessageID {
+	var out []dialect.MessageID
+	for i := 0; i < n && i < len(b.Messages); i++ {
+		if _, ok := b.Messages[i].Headers[deadletter.ReplayOfHeader]; ok && !dead[i] {
+			out = append(out, msgs[i].ID)
+		}
 	}
+	return out
 }
 
 // record counts an applied outcome and adapts the batch size: it falls to 1
@@ -534,7 +554,7 @@ func (t *task) ackAndLease(ctx context.Context, o outcome, full bool) (bool, err
 // ackLease acks a clean outcome and takes the next lease: grouped with
 // other partitions' when the store can, else alone.
 func (p *Pool) ackLease(ctx context.Context, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
-	if p.groups != nil {
+	if p.groups != nil && params.Ack.Clean() {
 		return p.groups.acks.runAlone(ctx, params)
 	}
 	return ackLeaseOne(ctx, p.d, params)

@@ -223,6 +223,8 @@ func (flavor) Fragments() map[string]string {
 		"read_setup":         "",
 		"row_lock":           " FOR UPDATE SKIP LOCKED",
 		"row_lock_wait":      " FOR UPDATE",
+		"time_value":         "?",
+		"message_id_type":    "BINARY(16)",
 		// The id list, given as a JSON array, joined to incoming with
 		// STRAIGHT_JOIN so every row is found by primary key. A plain
 		// "DELETE … WHERE id IN (…)" may be planned as a table scan while

@@ -153,15 +153,9 @@ func (d *Dialect) sequenceMoveStatements(ctx context.Context, p *dialect.Sequenc
 		if _, err := d.Raw(tx, d.SQL(moveUpdateSQL), base+n, bound, p.PartitionID).Exec(ctx); err != nil {
 			return err
 		}
-		moved := make([]sqlcore.MovedRow, len(rows))
-		for i, r := range rows {
-			moved[i] = sqlcore.MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID}
-		}
-		if err := d.WriteMove(ctx, tx, moved); err != nil {
-			return err
-		}
-		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
-		return nil
+		var err error
+		res, err = sqlcore.WriteOneMove(ctx, d.Core, tx, p.PartitionID, base, rows, func(r moveRow) (int64, []byte) { return r.ID, r.BodyID })
+		return err
 	})
 	if err != nil {
 		return dialect.SequenceMoveResult{}, err
@@ -172,14 +166,19 @@ func (d *Dialect) sequenceMoveStatements(ctx context.Context, p *dialect.Sequenc
 // sequenceMoveSQL moves one batch of a partition in one statement (one
 // round trip instead of seven). Its shape follows what was measured on a
 // 200k-row backlog: sel filters on the constant partition id, del deletes by
-// id = ANY(ARRAY(…)) (index lookups; a join here is planned as a scan of
-// incoming), and rows are numbered in (xid, id) order because DELETE …
+// ctid = ANY(ARRAY(…)), a TID scan whatever the statistics say (a join here
+// is planned as a scan of incoming; "id = ANY" was once planned, with
+// autovacuum off and statistics from a near-empty table, as a full scan of
+// the (partition_id, xid, id) index: 111 s per move, and the sequencer
+// stalled for good — docs/ARCHITECTURE.md, "Cost that stays flat"). The
+// partition lock makes the ctids stable: only its holder deletes the
+// partition's rows, and nothing updates them. Rows are numbered in (xid, id) order because DELETE …
 // RETURNING has no order. All CTEs share one snapshot, so the base seq comes
 // from the UPDATE's own RETURNING, and the xmin is the read's. An empty
 // batch writes nothing.
 const sequenceMoveSQL = `WITH p AS (SELECT id, incoming_xid FROM {partitions} WHERE id = ?pid{async_commit} FOR NO KEY UPDATE SKIP LOCKED),
-sel AS (SELECT id FROM {incoming} WHERE partition_id = ?pid AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT ?limit),
-del AS (DELETE FROM {incoming} WHERE id = ANY(ARRAY(SELECT id FROM sel)) RETURNING id, xid, body_id),
+sel AS (SELECT ctid AS t FROM {incoming} WHERE partition_id = ?pid AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT ?limit),
+del AS (DELETE FROM {incoming} WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
 num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
 cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
 upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n,
@@ -374,7 +373,7 @@ const ackSQL = "UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempt
 // ProcessorAck records an outcome; with dead letters to insert it takes a
 // transaction, otherwise it is the one UPDATE.
 func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
-	if len(p.DeadLetters) > 0 {
+	if len(p.DeadLetters) > 0 || len(p.ResolveReplays) > 0 {
 		return d.AckInTx(ctx, p)
 	}
 	res, err := d.ExecBound(ctx, d.DB(), ackSQL, sqlcore.Args{"seq": p.ProcessedSeq, "attempts": p.Attempts,
@@ -554,9 +553,11 @@ func (flavor) Fragments() map[string]string {
 		"insert_ignore_tail": "ON CONFLICT DO NOTHING",
 		// FOR NO KEY UPDATE does not conflict with the KEY SHARE a foreign
 		// key would take, and is all a non-key UPDATE needs.
-		"partition_lock": " FOR NO KEY UPDATE SKIP LOCKED",
-		"row_lock":       " FOR NO KEY UPDATE SKIP LOCKED",
-		"row_lock_wait":  " FOR NO KEY UPDATE",
+		"partition_lock":  " FOR NO KEY UPDATE SKIP LOCKED",
+		"row_lock":        " FOR NO KEY UPDATE SKIP LOCKED",
+		"row_lock_wait":   " FOR NO KEY UPDATE",
+		"time_value":      "?",
+		"message_id_type": "bytea",
 		// Bitmap scans off for the rest of the move's transaction
 		// (set_config with is_local, evaluated with the lock, costs no round
 		// trip). The planner estimates fewer rows per partition than the

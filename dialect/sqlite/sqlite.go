@@ -130,6 +130,8 @@ func (flavor) Fragments() map[string]string {
 		"read_setup":         "",
 		"row_lock":           "",
 		"row_lock_wait":      "",
+		"time_value":         "strftime(" + timeFormat + ", ?)",
+		"message_id_type":    "BLOB",
 		// MVCC readers never wait on rows of open producers here.
 		"delete_incoming": "DELETE FROM {incoming} WHERE id IN (?)",
 	}

@@ -18,24 +18,27 @@ func Cases() []Case {
 		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
 		{"LeaseGroup", testLeaseGroup},                                                       // 3, 5
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
-		{"RejectDeadLetters", testRejectDeadLetters},                                         // 3
-		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                               // 3
-		{"PanicIsRetried", testPanicIsRetried},                                               // 3
-		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},               // 3
-		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                                 // 3
-		{"TransactionalExactlyOnce", testTransactionalExactlyOnce},                           // 3
-		{"TransactionalRejectAndMaxAttempts", testTransactionalRejectAndMaxAttempts},         // 3
-		{"CrashedLeaseIsRedelivered", testCrashedLeaseIsRedelivered},                         // 4
-		{"StopDrainsInFlight", testStopDrainsInFlight},                                       // 4
-		{"StopReleasesLeases", testStopReleasesLeases},                                       // 4, 5
-		{"ConcurrencyTorture", testConcurrencyTorture},                                       // 1, 2, 3, 5, 7
-		{"CrashRestartNothingLost", testCrashRestartNothingLost},                             // 1, 2, 3, 4
-		{"ConnectionFaultsNothingLost", testConnectionFaultsNothingLost},                     // 1, 2, 3, 4
-		{"BadInputWritesNothing", testBadInputWritesNothing},                                 // 6
-		{"HeadersExactOrRefused", testHeadersExactOrRefused},                                 // 6
-		{"NilConnRefused", testNilConnRefused},                                               // 6
-		{"HandlerErrorTextAnyBytes", testHandlerErrorTextAnyBytes},                           // 3
-		{"LeasedBatchOutcomeWithHostileText", testLeasedBatchOutcomeWithHostileText},         // 3
+		{"RejectDeadLetters", testRejectDeadLetters},
+		{"DeadLetterReplayInOrder", testDeadLetterReplayInOrder}, // 2, 3
+		{"DeadLetterActions", testDeadLetterActions},
+		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace},                     // 3
+		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                       // 3
+		{"PanicIsRetried", testPanicIsRetried},                                       // 3
+		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
+		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3
+		{"TransactionalExactlyOnce", testTransactionalExactlyOnce},                   // 3
+		{"TransactionalRejectAndMaxAttempts", testTransactionalRejectAndMaxAttempts}, // 3
+		{"CrashedLeaseIsRedelivered", testCrashedLeaseIsRedelivered},                 // 4
+		{"StopDrainsInFlight", testStopDrainsInFlight},                               // 4
+		{"StopReleasesLeases", testStopReleasesLeases},                               // 4, 5
+		{"ConcurrencyTorture", testConcurrencyTorture},                               // 1, 2, 3, 5, 7
+		{"CrashRestartNothingLost", testCrashRestartNothingLost},                     // 1, 2, 3, 4
+		{"ConnectionFaultsNothingLost", testConnectionFaultsNothingLost},             // 1, 2, 3, 4
+		{"BadInputWritesNothing", testBadInputWritesNothing},                         // 6
+		{"HeadersExactOrRefused", testHeadersExactOrRefused},                         // 6
+		{"NilConnRefused", testNilConnRefused},                                       // 6
+		{"HandlerErrorTextAnyBytes", testHandlerErrorTextAnyBytes},                   // 3
+		{"LeasedBatchOutcomeWithHostileText", testLeasedBatchOutcomeWithHostileText}, // 3
 		{"ConfigureQueuesHonoured", testConfigureQueuesHonoured},
 		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
 		{"VacuumBoundsStorage", testVacuumBoundsStorage},               // 7

@@ -103,3 +103,19 @@ UPDATE seqbox_vacuum_counter v SET pruned_seq = COALESCE(
     (SELECT MIN(o.seq) - 1 FROM seqbox_outgoing o WHERE o.partition_id = v.partition_id),
     (SELECT p.processed_seq FROM seqbox_processor p WHERE p.partition_id = v.partition_id), 0)
 WHERE pruned_seq = 0;
+
+-- Dead letters an operator acts on (docs/ARCHITECTURE.md, "Dead letters"):
+-- note is the operator's note (resolve) or reason (discard); replay_id is
+-- the id of the copy a replay enqueued, found again when that copy is acked.
+-- MySQL 8 has no ADD COLUMN IF NOT EXISTS: the statement is chosen from
+-- information_schema, so a re-run is a no-op.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_dead_letters' AND column_name = 'replay_id') = 0,
+    'ALTER TABLE seqbox_dead_letters ADD COLUMN note TEXT CHARACTER SET utf8mb4 NULL, ADD COLUMN replay_id BINARY(16) NULL, ADD KEY seqbox_dead_letters_replay_id (replay_id), ADD KEY seqbox_dead_letters_partition (partition_id, id)',
+    'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;

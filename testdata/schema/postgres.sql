@@ -113,3 +113,13 @@ ALTER TABLE seqbox_incoming SET (vacuum_truncate = off);
 ALTER TABLE seqbox_outgoing SET (vacuum_truncate = off);
 
 ALTER TABLE seqbox_body SET (vacuum_truncate = off);
+
+-- Dead letters an operator acts on (docs/ARCHITECTURE.md, "Dead letters"):
+-- note is the operator's note (resolve) or reason (discard); replay_id is
+-- the id of the copy a replay enqueued, found again when that copy is acked.
+ALTER TABLE seqbox_dead_letters ADD COLUMN IF NOT EXISTS note TEXT NULL,
+    ADD COLUMN IF NOT EXISTS replay_id BYTEA NULL;
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_replay_id ON seqbox_dead_letters (replay_id);
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_partition ON seqbox_dead_letters (partition_id, id);

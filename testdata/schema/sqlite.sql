@@ -87,3 +87,14 @@ UPDATE seqbox_vacuum_counter SET pruned_seq = COALESCE(
     (SELECT MIN(o.seq) - 1 FROM seqbox_outgoing o WHERE o.partition_id = seqbox_vacuum_counter.partition_id),
     (SELECT p.processed_seq FROM seqbox_processor p WHERE p.partition_id = seqbox_vacuum_counter.partition_id), 0)
 WHERE pruned_seq = 0;
+
+-- Dead letters an operator acts on (docs/ARCHITECTURE.md, "Dead letters"):
+-- note is the operator's note (resolve) or reason (discard); replay_id is
+-- the id of the copy a replay enqueued, found again when that copy is acked.
+ALTER TABLE seqbox_dead_letters ADD COLUMN note TEXT NULL;
+
+ALTER TABLE seqbox_dead_letters ADD COLUMN replay_id BLOB NULL;
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_replay_id ON seqbox_dead_letters (replay_id);
+
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_partition ON seqbox_dead_letters (partition_id, id);

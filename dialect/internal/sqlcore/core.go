@@ -114,7 +114,7 @@ func (c *Core) Check(stmts ...string) error {
 			return err
 		}
 	}
-	for _, f := range []string{c.flavor.BeginWrite(), "{delete_incoming}"} {
+	for _, f := range []string{c.flavor.BeginWrite(), "{delete_incoming}", "{time_value}"} {
 		if _, err := c.x.Expand(f); err != nil {
 			return err
 		}
@@ -571,15 +571,9 @@ func (c *Core) SequenceMoveStatements(ctx context.Context, p *dialect.SequenceMo
 		if _, err := c.Raw(tx, c.SQL(stmtSetSequence), base+n, p.PartitionID).Exec(ctx); err != nil {
 			return err
 		}
-		moved := make([]MovedRow, len(rows))
-		for i, r := range rows {
-			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID}
-		}
-		if err := c.WriteMove(ctx, tx, moved); err != nil {
-			return err
-		}
-		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
-		return nil
+		var err error
+		res, err = WriteOneMove(ctx, c, tx, p.PartitionID, base, rows, func(r incomingRow) (int64, []byte) { return r.ID, r.BodyID })
+		return err
 	})
 	if err != nil {
 		return dialect.SequenceMoveResult{}, err
@@ -707,6 +701,20 @@ func (c *Core) WriteMove(ctx context.Context, tx bun.Tx, rows []MovedRow) error 
 	}
 	_, err := c.Raw(tx, c.SQL("{delete_incoming}"), c.flavor.IDList(ids)).Exec(ctx)
 	return err
+}
+
+// WriteOneMove ends a one-partition move: rows, read in order, get the
+// seqs after base, and WriteMove writes them.
+func WriteOneMove[R any](ctx context.Context, c *Core, tx bun.Tx, pid, base int64, rows []R, keys func(R) (id int64, body []byte)) (dialect.SequenceMoveResult, error) {
+	moved := make([]MovedRow, len(rows))
+	for i, r := range rows {
+		id, body := keys(r)
+		moved[i] = MovedRow{PartitionID: pid, Seq: base + int64(i) + 1, BodyID: body, IncomingID: id}
+	}
+	if err := c.WriteMove(ctx, tx, moved); err != nil {
+		return dialect.SequenceMoveResult{}, err
+	}
+	return dialect.SequenceMoveResult{PartitionID: pid, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + int64(len(rows))}, nil
 }
 
 // FillMoved sets each result's Moved, FirstSeq and LastSeq.
@@ -1064,6 +1072,9 @@ func (c *Core) ProcessorUpdate(ctx context.Context, p *dialect.ProcessorUpdatePa
 		if err := c.deadLetterInsertMany(ctx, p.Conn, p.DeadLetters); err != nil {
 			return err
 		}
+	}
+	if len(p.ResolveReplays) > 0 {
+		return c.resolveReplays(ctx, p.Conn, p.ResolveReplays)
 	}
 	return nil
 }

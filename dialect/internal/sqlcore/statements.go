@@ -26,6 +26,8 @@ package sqlcore
 //	bigint_type         the type a 64-bit integer parameter is cast to, so
 //	                    that a bound value needs no type inference
 //	row_lock_wait       row_lock without SKIP LOCKED: wait for the row
+//	time_value          a bound time value (?) as stored columns compare with it
+//	message_id_type     the type of a message id column, for a CAST
 //	async_commit        a condition, always true, that makes the statement's
 //	                    transaction commit without waiting for its log
 //	                    flush (PostgreSQL), or ""
@@ -106,7 +108,24 @@ const (
 	// "the next n" is (after, after+n]. Joined with UNION ALL, one per partition.
 	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o JOIN {body} b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?"
-	stmtInsertDeadLetters = "INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
+	// Dead-letter actions (deadletter.Admin). The filter is one appender
+	// (deadLetterWhere) whose every value goes through bun's placeholders.
+	stmtDeadLetterList = "SELECT id, partition_id, seq, message_id, payload_type, payload, headers, created_at, " +
+		"failed_at, last_error, attempts, status, note, completed_at, replay_id FROM {dead_letters} " +
+		"WHERE ? AND id > ? ORDER BY id LIMIT ?"
+	stmtDeadLetterListLock = stmtDeadLetterList + "{row_lock_wait}"
+	stmtDeadLetterIDs      = "SELECT id, status FROM {dead_letters} WHERE ? AND id > ? ORDER BY id LIMIT ?"
+	stmtDeadLetterIDsLock  = stmtDeadLetterIDs + "{row_lock_wait}"
+	stmtDeadLetterTally    = "SELECT status, COUNT(*) AS n FROM {dead_letters} WHERE ? GROUP BY status"
+	// Conditioned on the status read under the lock: of two operators one wins.
+	stmtDeadLetterSetStatus = "UPDATE {dead_letters} SET status = ?, note = COALESCE(?, note), " +
+		"completed_at = CASE WHEN ? THEN {now} END WHERE id IN (?) AND status = ?"
+	stmtDeadLetterSetReplayed = "UPDATE {dead_letters} SET status = ?, replay_id = CAST(CASE id ? END AS {message_id_type}) WHERE id IN (?) AND status = ?"
+	stmtDeadLetterResolve     = "UPDATE {dead_letters} SET status = ?, completed_at = {now} WHERE status = ? AND replay_id IN (?)"
+	stmtDeadLetterDelete      = "DELETE FROM {dead_letters} WHERE id IN (?)"
+	stmtPartitionList         = "SELECT id, queue, partition_no FROM {partitions} ORDER BY queue, partition_no"
+	stmtPartitionListQueue    = "SELECT id, queue, partition_no FROM {partitions} WHERE queue = ? ORDER BY partition_no"
+	stmtInsertDeadLetters     = "INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
 		"created_at, failed_at, last_error, attempts, status) VALUES ?"
 	stmtDeadLetterRow = "(?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
 
@@ -165,6 +184,17 @@ func allStatements() []string {
 		stmtProcessorUpdateGuarded,
 		stmtInsertDeadLetters,
 		stmtGroupLockLeasable,
+		stmtDeadLetterList,
+		stmtDeadLetterListLock,
+		stmtDeadLetterIDs,
+		stmtDeadLetterIDsLock,
+		stmtDeadLetterTally,
+		stmtDeadLetterSetStatus,
+		stmtDeadLetterSetReplayed,
+		stmtDeadLetterResolve,
+		stmtDeadLetterDelete,
+		stmtPartitionList,
+		stmtPartitionListQueue,
 		stmtGroupTakeLease,
 		stmtGroupLockOwned,
 		stmtGroupAck,
