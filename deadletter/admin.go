@@ -473,4 +473,3 @@ func replayHeaders(original []byte, id dialect.MessageID) ([]byte, error) {
 	h[ReplayOfHeader] = id.String()
 	return json.Marshal(h)
 }
-
