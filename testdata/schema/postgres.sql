@@ -123,3 +123,15 @@ ALTER TABLE seqbox_dead_letters ADD COLUMN IF NOT EXISTS note TEXT NULL,
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_replay_id ON seqbox_dead_letters (replay_id);
 
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_partition ON seqbox_dead_letters (partition_id, id);
+
+-- Autovacuum truncating a table takes an ACCESS EXCLUSIVE lock. 002 turned
+-- truncation off on the large hot tables; the small ones are updated on
+-- every move, lease and ack and truncate just as often: a soak with
+-- autovacuum on stalled the whole pipeline while autovacuum truncated
+-- partitions (wait event VacuumTruncate; docs/ARCHITECTURE.md, "Cost that
+-- stays flat").
+ALTER TABLE seqbox_partitions SET (vacuum_truncate = off);
+
+ALTER TABLE seqbox_processor SET (vacuum_truncate = off);
+
+ALTER TABLE seqbox_vacuum_counter SET (vacuum_truncate = off);
