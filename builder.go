@@ -220,6 +220,16 @@ func DeadLetters(ctx context.Context, db *bun.DB, prefix string) (*deadletter.Ad
 	return deadletter.NewAdmin(d, nil), nil
 }
 
+// Stats reads every partition's backlog and dead letters for a database
+// and table prefix, without starting a pipeline (the CLI's status).
+func Stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {
+	d, err := Dialect(ctx, db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return outbox.ReadStats(ctx, d)
+}
+
 // Migrations returns the seqbox schema as bun/migrate migrations, for
 // applications that run their schema changes with bun/migrate instead of
 // Migrate(true). Each seqbox schema change adds one entry; every entry

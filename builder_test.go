@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -24,7 +25,12 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_schema_version")).Scan(ctx, &n))
-	require.Equal(t, 2, n, "both SQLite schema versions applied")
+	d, err := seqbox.Dialect(ctx, db, "app_")
+	require.NoError(t, err)
+	st, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
+	require.NoError(t, err)
+	require.Equal(t, st.Latest, n, "every SQLite schema version applied")
+	require.Equal(t, st.Latest, st.Current)
 	// The schema is usable without Migrate(true).
 	ob, err := seqbox.New(db).TablePrefix("app_").Queue("q", 2, nil).Start(ctx)
 	require.NoError(t, err)

@@ -156,6 +156,8 @@ type Dialect interface {
 
 	// SchemaMigrate creates or upgrades the schema under a database lock. Idempotent.
 	SchemaMigrate(ctx context.Context, params *SchemaMigrateParams) error
+	// SchemaStatus reads the schema version without changing anything.
+	SchemaStatus(ctx context.Context, params *SchemaStatusParams) (SchemaStatus, error)
 	// SchemaDrop drops every seqbox table of this prefix (tests, uninstall).
 	SchemaDrop(ctx context.Context, params *SchemaDropParams) error
 

@@ -678,13 +678,23 @@ type Stats struct {
 
 // Stats reads every partition's backlog and dead letters from the database.
 func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
-	ps, err := o.d.PartitionStats(ctx, &dialect.PartitionStatsParams{})
+	ps, err := ReadStats(ctx, o.d)
 	if err != nil {
 		return Stats{}, err
 	}
-	dls, err := o.d.DeadLetterCount(ctx, &dialect.DeadLetterCountParams{})
+	return Stats{Counters: o.Counters(), Partitions: ps}, nil
+}
+
+// ReadStats reads every partition's backlog and dead letters from the
+// database, without a running Outbox (seqbox.Stats, the CLI's status).
+func ReadStats(ctx context.Context, s StatsStore) ([]PartitionStats, error) {
+	ps, err := s.PartitionStats(ctx, &dialect.PartitionStatsParams{})
 	if err != nil {
-		return Stats{}, err
+		return nil, err
+	}
+	dls, err := s.DeadLetterCount(ctx, &dialect.DeadLetterCountParams{})
+	if err != nil {
+		return nil, err
 	}
 	byPartition := map[int64]map[string]int64{}
 	for _, d := range dls {
@@ -693,16 +703,16 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 		}
 		byPartition[d.PartitionID][d.Status] = d.Count
 	}
-	st := Stats{Counters: o.Counters(), Partitions: make([]PartitionStats, len(ps))}
+	out := make([]PartitionStats, len(ps))
 	for i, p := range ps {
-		st.Partitions[i] = PartitionStats{
+		out[i] = PartitionStats{
 			Queue: p.Queue, Partition: p.Partition, Incoming: p.Incoming, Unprocessed: p.Sequence - p.ProcessedSeq,
 			ProcessedSeq: p.ProcessedSeq, Sequence: p.Sequence, OldestIncoming: p.OldestIncoming,
 			Attempts: p.Attempts, LastError: p.LastError, NextAttemptAt: p.NextAttemptAt, LockedUntil: p.LockedUntil,
 			DeadLetters: byPartition[p.PartitionID],
 		}
 	}
-	return st, nil
+	return out, nil
 }
 
 // Reconcile scans the incoming table now (the periodic safety net), for

@@ -225,6 +225,7 @@ func (flavor) Fragments() map[string]string {
 		"row_lock_wait":      " FOR UPDATE",
 		"time_value":         "?",
 		"message_id_type":    "BINARY(16)",
+		"table_exists":       "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
 		// The id list, given as a JSON array, joined to incoming with
 		// STRAIGHT_JOIN so every row is found by primary key. A plain
 		// "DELETE … WHERE id IN (…)" may be planned as a table scan while

@@ -558,6 +558,7 @@ func (flavor) Fragments() map[string]string {
 		"row_lock_wait":   " FOR NO KEY UPDATE",
 		"time_value":      "?",
 		"message_id_type": "bytea",
+		"table_exists":    "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = ?",
 		// Bitmap scans off for the rest of the move's transaction
 		// (set_config with is_local, evaluated with the lock, costs no round
 		// trip). The planner estimates fewer rows per partition than the

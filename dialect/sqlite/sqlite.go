@@ -132,6 +132,7 @@ func (flavor) Fragments() map[string]string {
 		"row_lock_wait":      "",
 		"time_value":         "strftime(" + timeFormat + ", ?)",
 		"message_id_type":    "BLOB",
+		"table_exists":       "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 		// MVCC readers never wait on rows of open producers here.
 		"delete_incoming": "DELETE FROM {incoming} WHERE id IN (?)",
 	}

@@ -34,11 +34,13 @@ type command struct {
 }
 
 // commands is the dispatch table, built per call so that the package holds
-// no mutable state. Planned: migrate, status, partitions.
+// no mutable state. Planned: partitions (resume, skip).
 func commands() []command {
 	return []command{
 		{name: "demo", summary: "run producers and consumers against a database and verify every guarantee", run: runDemo, usage: demoUsage},
 		{name: "bench", summary: "measure seqbox against a plain INSERT baseline on the same database", run: runBench, usage: benchUsage},
+		{name: "migrate", summary: "create or upgrade seqbox's tables (--status: only report the version)", run: runMigrate, usage: migrateUsage},
+		{name: "status", summary: "backlog, oldest waiting message, retrying partitions and dead letters per queue", run: runStatus, usage: statusUsage},
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
 	}
 }

@@ -3,7 +3,6 @@ package seqboxcli
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -324,11 +323,7 @@ func toJSON(l deadletter.Letter, full bool) letterJSON {
 	return j
 }
 
-func (d *dlqRun) writeJSON(v any) error {
-	enc := json.NewEncoder(d.s.stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func (d *dlqRun) writeJSON(v any) error { return writeJSON(d.s.stdout, v) }
 
 func (d *dlqRun) table(letters []deadletter.Letter) {
 	tw := tabwriter.NewWriter(d.s.stdout, 0, 0, 2, ' ', 0)

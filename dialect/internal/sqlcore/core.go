@@ -269,6 +269,22 @@ func (c *Core) scan(ctx context.Context, dest any, stmt string, args ...any) err
 
 // ---------------------------------------------------------------- schema
 
+// SchemaStatus reads the schema version without creating anything.
+func (c *Core) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatusParams) (dialect.SchemaStatus, error) {
+	st := dialect.SchemaStatus{Latest: len(c.migSQL)}
+	var n int
+	if err := c.scan(ctx, &n, c.SQL(stmtSchemaTableExists), c.tables.SchemaVersion); err != nil {
+		return st, dialect.Wrap(err, "schema status")
+	}
+	if n == 0 {
+		return st, nil
+	}
+	if err := c.scan(ctx, &st.Current, c.SQL(stmtSchemaVersion)); err != nil {
+		return st, dialect.Wrap(err, "schema status")
+	}
+	return st, nil
+}
+
 // SchemaMigrate applies missing migrations under a database-wide lock.
 func (c *Core) SchemaMigrate(ctx context.Context, _ *dialect.SchemaMigrateParams) (err error) {
 	conn, err := c.db.Conn(ctx)

@@ -28,6 +28,7 @@ package sqlcore
 //	row_lock_wait       row_lock without SKIP LOCKED: wait for the row
 //	time_value          a bound time value (?) as stored columns compare with it
 //	message_id_type     the type of a message id column, for a CAST
+//	table_exists        a count of the tables named ? in the current schema
 //	async_commit        a condition, always true, that makes the statement's
 //	                    transaction commit without waiting for its log
 //	                    flush (PostgreSQL), or ""
@@ -39,6 +40,7 @@ const (
 
 	stmtSchemaVersion      = "SELECT COALESCE(MAX(version), 0) FROM {schema_version}"
 	stmtSchemaRecord       = "INSERT INTO {schema_version} (version) VALUES (?)"
+	stmtSchemaTableExists  = "{table_exists}"
 	stmtDropTable          = "DROP TABLE IF EXISTS ?" // the name from Tables.All, as bun.Ident
 	stmtPartitionRows      = "SELECT id, partition_no FROM {partitions} WHERE queue = ? ORDER BY partition_no"
 	stmtRegisterPartitions = "{insert_ignore} INTO {partitions} (queue, partition_no) VALUES ? {insert_ignore_tail}"
@@ -156,6 +158,7 @@ func allStatements() []string {
 	return []string{
 		stmtSchemaVersion,
 		stmtSchemaRecord,
+		stmtSchemaTableExists,
 		stmtDropTable,
 		stmtPartitionRows,
 		stmtRegisterPartitions,
