@@ -254,11 +254,16 @@ func Migrations(prefix string) *migrate.Migrations {
 			return d.SchemaDrop(ctx, &dialect.SchemaDropParams{})
 		},
 	})
-	// MySQL/MariaDB: text from outside stored as utf8mb4. Rolling back
-	// keeps it (the v1 entry's Down drops the tables).
-	ms.Add(migrate.Migration{
-		Name: "20261122000001", Comment: "seqbox_schema_utf8mb4_text", Up: up,
-		Down: func(context.Context, *migrate.Migrator, *migrate.Migration) error { return nil },
-	})
+	// Later schema changes: each entry brings the schema up to date; rolling
+	// one back keeps it (the v1 entry's Down drops the tables).
+	keep := func(context.Context, *migrate.Migrator, *migrate.Migration) error { return nil }
+	for _, e := range []struct{ name, comment string }{
+		{"20261122000001", "seqbox_schema_utf8mb4_text"},
+		{"20261122000002", "seqbox_schema_flat_cost"},
+		{"20261123000001", "seqbox_schema_dead_letter_actions"},
+		{"20261123000002", "seqbox_schema_vacuum_truncate_all"},
+	} {
+		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
+	}
 	return ms
 }
