@@ -160,45 +160,39 @@ func (c *Core) DeadLetterUpdate(ctx context.Context, p *dialect.DeadLetterUpdate
 	if p.Note != "" {
 		note = dialect.ErrorText(p.Note) // storable on every database, as error text is
 	}
-	total := 0
-	for lo := 0; lo < len(p.IDs); lo += deadLetterChunk {
-		hi := min(lo+deadLetterChunk, len(p.IDs))
+	return c.execChunks(ctx, len(p.IDs), func(lo, hi int) *bun.RawQuery {
 		ids := p.IDs[lo:hi]
-		var q *bun.RawQuery
 		if p.ReplayIDs != nil {
 			cases := ValuesJoin(len(ids), " ", func(gen schema.QueryGen, b []byte, i int) []byte {
 				return gen.AppendQuery(b, "WHEN ? THEN ?", ids[i], p.ReplayIDs[lo+i][:])
 			})
-			q = c.Raw(p.Conn, c.SQL(stmtDeadLetterSetReplayed), p.To, cases, bun.List(ids), p.From)
-		} else {
-			q = c.Raw(p.Conn, c.SQL(stmtDeadLetterSetStatus), p.To, note, final, bun.List(ids), p.From)
+			return c.Raw(p.Conn, c.SQL(stmtDeadLetterSetReplayed), p.To, cases, bun.List(ids), p.From)
 		}
-		res, err := q.Exec(ctx)
-		if err != nil {
-			return total, c.Wrap(err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, err
-		}
-		total += int(n)
-	}
-	return total, nil
+		return c.Raw(p.Conn, c.SQL(stmtDeadLetterSetStatus), p.To, note, final, bun.List(ids), p.From)
+	})
 }
 
 // DeadLetterDelete deletes letters by id on p.Conn.
 func (c *Core) DeadLetterDelete(ctx context.Context, p *dialect.DeadLetterDeleteParams) (int, error) {
+	return c.execChunks(ctx, len(p.IDs), func(lo, hi int) *bun.RawQuery {
+		return c.Raw(p.Conn, c.SQL(stmtDeadLetterDelete), bun.List(p.IDs[lo:hi]))
+	})
+}
+
+// execChunks runs the statement of each chunk of n ids and sums the rows
+// they changed.
+func (c *Core) execChunks(ctx context.Context, n int, chunk func(lo, hi int) *bun.RawQuery) (int, error) {
 	total := 0
-	for lo := 0; lo < len(p.IDs); lo += deadLetterChunk {
-		res, err := c.Raw(p.Conn, c.SQL(stmtDeadLetterDelete), bun.List(p.IDs[lo:min(lo+deadLetterChunk, len(p.IDs))])).Exec(ctx)
+	for lo := 0; lo < n; lo += deadLetterChunk {
+		res, err := chunk(lo, min(lo+deadLetterChunk, n)).Exec(ctx)
 		if err != nil {
 			return total, c.Wrap(err)
 		}
-		n, err := res.RowsAffected()
+		changed, err := res.RowsAffected()
 		if err != nil {
 			return total, err
 		}
-		total += int(n)
+		total += int(changed)
 	}
 	return total, nil
 }
