@@ -225,12 +225,13 @@ type SchemaStore interface {
 
 // A dialect serves every consumer.
 var (
-	_ EnqueueStore    = dialect.Dialect(nil)
-	_ StatsStore      = dialect.Dialect(nil)
-	_ SchemaStore     = dialect.Dialect(nil)
-	_ sequencer.Store = dialect.Dialect(nil)
-	_ processor.Store = dialect.Dialect(nil)
-	_ vacuum.Store    = dialect.Dialect(nil)
+	_ EnqueueStore     = dialect.Dialect(nil)
+	_ StatsStore       = dialect.Dialect(nil)
+	_ SchemaStore      = dialect.Dialect(nil)
+	_ sequencer.Store  = dialect.Dialect(nil)
+	_ processor.Store  = dialect.Dialect(nil)
+	_ vacuum.Store     = dialect.Dialect(nil)
+	_ deadletter.Store = dialect.Dialect(nil)
 )
 
 // Start validates cfg, migrates if asked, registers the queues and starts
