@@ -215,19 +215,14 @@ func (a *Admin) Replay(ctx context.Context, sel Selection) (Changed, error) {
 	var out Changed
 	var pids []int64
 	err := a.act(ctx, sel, "replay", func(ctx context.Context, tx bun.Tx, recs []dialect.DeadLetterRecord) error {
-		// Copies go in in the originals' partition order, so they keep it.
-		slices.SortStableFunc(recs, func(x, y dialect.DeadLetterRecord) int {
-			if x.PartitionID != y.PartitionID {
-				return cmp.Compare(x.PartitionID, y.PartitionID)
-			}
-			return cmp.Compare(x.Seq, y.Seq)
-		})
 		ids := make([][16]byte, len(recs))
 		if err := uuidv7.Fill(ids, time.Now()); err != nil {
 			return err
 		}
-		rows := make([]dialect.MessageRow, len(recs))
+		// Reported in id order, as recs come; enqueued in the originals'
+		// partition order, so the copies keep it.
 		out = Changed{IDs: make([]int64, len(recs)), ReplayIDs: make([]dialect.MessageID, len(recs))}
+		rows := make([]dialect.MessageRow, len(recs))
 		for i, r := range recs {
 			headers, err := replayHeaders(r.Headers, r.MessageID)
 			if err != nil {
@@ -239,11 +234,18 @@ func (a *Admin) Replay(ctx context.Context, sel Selection) (Changed, error) {
 				pids = append(pids, r.PartitionID)
 			}
 		}
+		seqOf := make(map[dialect.MessageID]int64, len(recs))
+		for i, r := range recs {
+			seqOf[ids[i]] = r.Seq
+		}
+		slices.SortStableFunc(rows, func(x, y dialect.MessageRow) int {
+			return cmp.Or(cmp.Compare(x.PartitionID, y.PartitionID), cmp.Compare(seqOf[x.ID], seqOf[y.ID]))
+		})
 		if err := a.s.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{Conn: tx, Rows: rows,
 			ChunkRows: replayChunkRows, ChunkBytes: replayChunkBytes}); err != nil {
 			return err
 		}
-		return a.update(ctx, tx, &dialect.DeadLetterUpdateParams{Conn: tx, IDs: out.IDs, From: dialect.DeadLetterPending,
+		return a.update(ctx, &dialect.DeadLetterUpdateParams{Conn: tx, IDs: out.IDs, From: dialect.DeadLetterPending,
 			To: dialect.DeadLetterReplayed, ReplayIDs: out.ReplayIDs})
 	})
 	if err != nil {
@@ -252,17 +254,7 @@ func (a *Admin) Replay(ctx context.Context, sel Selection) (Changed, error) {
 	if a.replayed != nil {
 		a.replayed(pids)
 	}
-	// Report in id order, as the other actions do.
-	order := make([]int, len(out.IDs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int { return cmp.Compare(out.IDs[x], out.IDs[y]) })
-	sorted := Changed{IDs: make([]int64, len(order)), ReplayIDs: make([]dialect.MessageID, len(order))}
-	for i, j := range order {
-		sorted.IDs[i], sorted.ReplayIDs[i] = out.IDs[j], out.ReplayIDs[j]
-	}
-	return sorted, nil
+	return out, nil
 }
 
 // The chunk bounds of a replay's enqueue (the library's defaults).
@@ -288,7 +280,7 @@ func (a *Admin) setStatus(ctx context.Context, sel Selection, action, to, note s
 		for i, r := range recs {
 			out.IDs[i] = r.ID
 		}
-		return a.update(ctx, tx, &dialect.DeadLetterUpdateParams{Conn: tx, IDs: out.IDs, From: dialect.DeadLetterPending, To: to, Note: note})
+		return a.update(ctx, &dialect.DeadLetterUpdateParams{Conn: tx, IDs: out.IDs, From: dialect.DeadLetterPending, To: to, Note: note})
 	})
 	return out, err
 }
@@ -394,7 +386,7 @@ func checkIDs(ids []int64, recs []dialect.DeadLetterRecord, action string) error
 
 // update moves letters and insists that every one moved: they are locked
 // and were read pending in this transaction, so a shortfall is a bug.
-func (a *Admin) update(ctx context.Context, _ bun.Tx, p *dialect.DeadLetterUpdateParams) error {
+func (a *Admin) update(ctx context.Context, p *dialect.DeadLetterUpdateParams) error {
 	n, err := a.s.DeadLetterUpdate(ctx, p)
 	if err != nil {
 		return err

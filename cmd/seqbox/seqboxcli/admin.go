@@ -42,13 +42,19 @@ func (f *dbFlags) open(ctx context.Context, s streams, fs *flag.FlagSet, args []
 		fmt.Fprintf(s.stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
 		return nil, ExitUsage
 	}
+	return f.connect(ctx, s, fs.Name())
+}
+
+// connect opens the database of parsed flags; code is the exit code to
+// return when db is nil.
+func (f *dbFlags) connect(ctx context.Context, s streams, name string) (db *bun.DB, code int) {
 	if f.dsn == "" {
-		fmt.Fprintf(s.stderr, "%s: --dsn is required\n", fs.Name())
+		fmt.Fprintf(s.stderr, "%s: --dsn is required\n", name)
 		return nil, ExitUsage
 	}
 	db, err := OpenDB(ctx, f.dsn)
 	if err != nil {
-		fmt.Fprintf(s.stderr, "%s: %v\n", fs.Name(), err)
+		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
 		if errors.Is(err, ErrDSN) {
 			return nil, ExitUsage
 		}

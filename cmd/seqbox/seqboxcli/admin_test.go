@@ -12,7 +12,6 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/cmd/seqbox/seqboxcli"
-	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -24,17 +23,7 @@ func TestMigrateAndStatus(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			db, err := seqboxcli.OpenDB(ctx, dsn)
-			if err != nil {
-				dbtest.Unreachable(t, dsn, "", err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			prefix := dbtest.Prefix(t)
-			t.Cleanup(func() {
-				if d, err := seqbox.Dialect(context.Background(), db, prefix); err == nil {
-					_ = d.SchemaDrop(context.Background(), nil)
-				}
-			})
+			db, prefix := cliDB(ctx, t, dsn)
 			cli := func(want int, args ...string) string {
 				t.Helper()
 				code, out, errOut := run(t, append(args, "--dsn", dsn, "--prefix", prefix)...)

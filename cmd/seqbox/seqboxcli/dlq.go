@@ -41,8 +41,8 @@ func dlqActions() []dlqAction {
 
 // dlqCLI holds the flags of every dlq action.
 type dlqCLI struct {
-	dsn, prefix  string
-	asJSON, yes  bool
+	dbFlags
+	yes          bool
 	ids          string
 	queue        string
 	partitions   string
@@ -59,9 +59,7 @@ type dlqCLI struct {
 
 func dlqFlags(a dlqAction, c *dlqCLI) *flag.FlagSet {
 	fs := flag.NewFlagSet("seqbox dlq "+a.name, flag.ContinueOnError)
-	fs.StringVar(&c.dsn, "dsn", "", "database (required)")
-	fs.StringVar(&c.prefix, "prefix", dialect.DefaultPrefix, "table prefix")
-	fs.BoolVar(&c.asJSON, "json", false, "print JSON instead of a table")
+	c.register(fs)
 	if a.selects {
 		if a.name != "purge" {
 			fs.StringVar(&c.ids, "id", "", "dead-letter ids, comma-separated (instead of the filters)")
@@ -138,9 +136,6 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 	if len(positional) != wantArgs {
 		return usageErr("want %d argument(s), got %d (see seqbox help dlq)", wantArgs, len(positional))
 	}
-	if c.dsn == "" {
-		return usageErr("--dsn is required")
-	}
 	sel, filter, err := c.selection(a)
 	if err != nil {
 		return usageErr("%v", err)
@@ -151,13 +146,9 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 			return usageErr("%v", err)
 		}
 	}
-	db, err := OpenDB(ctx, c.dsn)
-	if errors.Is(err, ErrDSN) {
-		return usageErr("%v", err)
-	}
-	if err != nil {
-		fmt.Fprintf(s.stderr, "seqbox dlq %s: %v\n", a.name, err)
-		return ExitFailure
+	db, code := c.connect(ctx, s, fs.Name())
+	if db == nil {
+		return code
 	}
 	defer func() { _ = db.Close() }()
 	admin, err := seqbox.DeadLetters(ctx, db, c.prefix)

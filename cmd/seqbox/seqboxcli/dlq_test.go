@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/cmd/seqbox/seqboxcli"
@@ -27,6 +28,23 @@ func cliTargets(t *testing.T) map[string]string {
 		"mysql":    dbtest.MySQLDSN(),
 		"sqlite":   "sqlite:" + filepath.Join(t.TempDir(), "dlq.db"),
 	}
+}
+
+// cliDB opens a target the way the CLI does, with a table prefix of its
+// own whose tables are dropped when the test ends.
+func cliDB(ctx context.Context, t *testing.T, dsn string) (*bun.DB, string) {
+	db, err := seqboxcli.OpenDB(ctx, dsn)
+	if err != nil {
+		dbtest.Unreachable(t, dsn, "", err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	prefix := dbtest.Prefix(t)
+	t.Cleanup(func() {
+		if d, err := seqbox.Dialect(context.Background(), db, prefix); err == nil {
+			_ = d.SchemaDrop(context.Background(), nil)
+		}
+	})
+	return db, prefix
 }
 
 // TestDLQCommands runs every dlq action against each database: dead
@@ -45,12 +63,7 @@ func TestDLQCommands(t *testing.T) {
 func testDLQCommands(t *testing.T, dsn string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	db, err := seqboxcli.OpenDB(ctx, dsn)
-	if err != nil {
-		dbtest.Unreachable(t, dsn, "", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	prefix := dbtest.Prefix(t)
+	db, prefix := cliDB(ctx, t, dsn)
 	var fixed atomic.Bool
 	ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).PollInterval(50*time.Millisecond).
 		Queue("cli", 2, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
@@ -60,13 +73,7 @@ func testDLQCommands(t *testing.T, dsn string) {
 			return nil
 		})).Start(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = ob.Stop(context.Background())
-		d, err := seqbox.Dialect(context.Background(), db, prefix)
-		if err == nil {
-			_ = d.SchemaDrop(context.Background(), nil)
-		}
-	})
+	t.Cleanup(func() { _ = ob.Stop(context.Background()) })
 	enqueue := func(partition int, payloads ...string) []outbox.MessageID {
 		var ids []outbox.MessageID
 		for _, p := range payloads {
