@@ -220,6 +220,18 @@ func DeadLetters(ctx context.Context, db *bun.DB, prefix string) (*deadletter.Ad
 	return deadletter.NewAdmin(d, nil), nil
 }
 
+// Partitions returns the admin of parked partitions for a database and
+// table prefix, without starting a pipeline (a CLI, an admin service). The
+// processes working a resumed or skipped partition pick it up at their
+// next poll.
+func Partitions(ctx context.Context, db *bun.DB, prefix string) (*processor.Admin, error) {
+	d, err := Dialect(ctx, db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return processor.NewAdmin(d, nil), nil
+}
+
 // Stats reads every partition's backlog and dead letters for a database
 // and table prefix, without starting a pipeline (the CLI's status).
 func Stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {
@@ -262,6 +274,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261122000002", "seqbox_schema_flat_cost"},
 		{"20261123000001", "seqbox_schema_dead_letter_actions"},
 		{"20261123000002", "seqbox_schema_vacuum_truncate_all"},
+		{"20261123000003", "seqbox_schema_processor_park"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
@@ -102,4 +104,59 @@ func Example_deadLetters() {
 	// 1 pending seqbox: message rejected: unknown currency
 	// delivered inv-7 (replay of a dead letter: true)
 	// resolved
+}
+
+// Example_park: a queue whose consumer must never see a later message
+// before an earlier one parks a partition at a head that keeps failing,
+// instead of dead-lettering it and moving on. Once the cause is fixed, an
+// operator resumes the partition (or skips the head); the CLI does the
+// same with seqbox partitions resume|skip.
+func Example_park() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	var ledgerUp atomic.Bool
+	ob, err := seqbox.New(db).Migrate(true).Logger(slog.New(slog.DiscardHandler)).
+		Queue("ledger", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			if !ledgerUp.Load() {
+				return errors.New("ledger unavailable")
+			}
+			fmt.Printf("posted %s\n", d.Payload)
+			return nil
+		}), processor.MaxAttempts(3), processor.Retry(time.Millisecond, 10*time.Millisecond),
+			processor.OnFailure(processor.Park)).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	var ids []outbox.MessageID
+	for _, entry := range []string{"debit-1", "credit-1"} {
+		id, _ := ob.Enqueue(ctx, db, "ledger", outbox.Message{PayloadType: "entry.v1", Payload: []byte(entry)})
+		ids = append(ids, id)
+	}
+
+	admin := ob.Partitions()
+	for {
+		parked, _ := admin.Parked(ctx, "ledger")
+		if len(parked) == 1 {
+			fmt.Printf("parked at seq %d after %d attempts: %s\n", parked[0].HeadSeq, parked[0].Attempts, parked[0].LastError)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	ledgerUp.Store(true) // the ledger is back
+	if _, err := admin.Resume(ctx, "ledger", 0); err != nil {
+		panic(err)
+	}
+	_ = ob.WaitProcessed(ctx, ids...)
+	// Output:
+	// parked at seq 1 after 3 attempts: ledger unavailable
+	// posted debit-1
+	// posted credit-1
 }

@@ -245,6 +245,16 @@ type Dialect interface {
 	DeadLetterDelete(ctx context.Context, params *DeadLetterDeleteParams) (int, error)
 	// PartitionList names the partitions of a queue, or of every queue.
 	PartitionList(ctx context.Context, params *PartitionListParams) ([]PartitionInfo, error)
+
+	// Parked partitions (processor.AdminStore).
+
+	// ProcessorParkedList lists the parked partitions with their head's
+	// failure count and error.
+	ProcessorParkedList(ctx context.Context, params *ProcessorParkedListParams) ([]ProcessorParked, error)
+	// ProcessorParkedLock row-locks a parked partition's processor row
+	// inside params.Conn, waiting for another transaction that holds it;
+	// Locked is false when the partition is not (or no longer) parked.
+	ProcessorParkedLock(ctx context.Context, params *ProcessorLockParams) (ProcessorParkedLockResult, error)
 }
 
 // Base is what every consumer may read: the dialect's properties and its

@@ -314,6 +314,10 @@ type ProcessorUpdateParams struct {
 	LastError string
 	// RetryAfter sets next_attempt_at = now + RetryAfter when > 0.
 	RetryAfter time.Duration
+	// Park marks the partition parked (the Park failure policy): no
+	// process leases it until an operator resumes or skips its head. Any
+	// outcome without it clears the mark.
+	Park bool
 	// DeadLetters are inserted in the same transaction.
 	DeadLetters []DeadLetter
 	// ResolveReplays are acked messages that are replays of dead letters
@@ -339,7 +343,7 @@ func ProcessorFailure(partitionID int64, owner string, seq int64, attempts int, 
 // Clean reports an outcome that only advances the cursor: no failure, no
 // dead letter (what ProcessorAckLease accepts).
 func (p *ProcessorUpdateParams) Clean() bool {
-	return p.Attempts == 0 && p.LastError == "" && p.RetryAfter == 0 && len(p.DeadLetters) == 0 && len(p.ResolveReplays) == 0
+	return p.Attempts == 0 && p.LastError == "" && p.RetryAfter == 0 && !p.Park && len(p.DeadLetters) == 0 && len(p.ResolveReplays) == 0
 }
 
 // VacuumCounterListParams asks for every partition with rows to prune.
@@ -394,8 +398,32 @@ type PartitionStats struct {
 	// OldestIncoming is when the first unsequenced message in line (lowest
 	// incoming id) was enqueued.
 	OldestIncoming time.Time
+	// OldestOutgoing is when the head of the sequenced line (seq
+	// ProcessedSeq+1) was enqueued; zero when nothing waits there.
+	OldestOutgoing time.Time
 	LockedUntil    time.Time
 	NextAttemptAt  time.Time
+	// ParkedAt is when the partition was parked; zero when it is not.
+	ParkedAt time.Time
+}
+
+// ProcessorParkedListParams asks for every parked partition.
+type ProcessorParkedListParams struct{}
+
+// ProcessorParked is a parked partition: its cursor, the failures of its
+// head (seq ProcessedSeq+1) and the last error.
+type ProcessorParked struct {
+	PartitionInfo
+	ProcessedSeq int64
+	Attempts     int
+	LastError    string
+	ParkedAt     time.Time
+}
+
+// ProcessorParkedLockResult is a locked parked row (Info is left empty).
+type ProcessorParkedLockResult struct {
+	Locked bool
+	Parked ProcessorParked
 }
 
 // DeadLetterCountParams asks for every partition's counts.

@@ -225,13 +225,14 @@ type SchemaStore interface {
 
 // A dialect serves every consumer.
 var (
-	_ EnqueueStore     = dialect.Dialect(nil)
-	_ StatsStore       = dialect.Dialect(nil)
-	_ SchemaStore      = dialect.Dialect(nil)
-	_ sequencer.Store  = dialect.Dialect(nil)
-	_ processor.Store  = dialect.Dialect(nil)
-	_ vacuum.Store     = dialect.Dialect(nil)
-	_ deadletter.Store = dialect.Dialect(nil)
+	_ EnqueueStore         = dialect.Dialect(nil)
+	_ StatsStore           = dialect.Dialect(nil)
+	_ SchemaStore          = dialect.Dialect(nil)
+	_ sequencer.Store      = dialect.Dialect(nil)
+	_ processor.Store      = dialect.Dialect(nil)
+	_ processor.AdminStore = dialect.Dialect(nil)
+	_ vacuum.Store         = dialect.Dialect(nil)
+	_ deadletter.Store     = dialect.Dialect(nil)
 )
 
 // Start validates cfg, migrates if asked, registers the queues and starts
@@ -583,8 +584,6 @@ func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, t
 	return nil
 }
 
-// Flush wakes the sequencer now for partitions enqueued through caller-owned
-// transactions: call it after such a transaction commits for the lowest
 // DeadLetters lists and acts on this outbox's dead letters. A replay is
 // picked up by this process's sequencer at once (by others' at their next
 // reconcile scan).
@@ -596,6 +595,15 @@ func (o *Outbox) DeadLetters() *deadletter.Admin {
 	})
 }
 
+// Partitions lists parked partitions and resumes or skips them (the Park
+// failure policy). A partition this process works is picked up at once;
+// other processes find it at their next poll.
+func (o *Outbox) Partitions() *processor.Admin {
+	return processor.NewAdmin(o.d, o.procs.Notify)
+}
+
+// Flush wakes the sequencer now for partitions enqueued through caller-owned
+// transactions: call it after such a transaction commits for the lowest
 // latency (Transaction does this for you).
 func (o *Outbox) Flush() { o.prio.Flush() }
 
@@ -636,7 +644,9 @@ type Counters struct {
 	Delivered    int64
 	Retried      int64
 	DeadLettered int64
-	Vacuumed     int64
+	// Parked counts partitions this process parked (the Park policy).
+	Parked   int64
+	Vacuumed int64
 }
 
 // Counters returns the process counters (cheap: no database access).
@@ -644,7 +654,7 @@ func (o *Outbox) Counters() Counters {
 	pc := o.procs.Counters()
 	return Counters{
 		Enqueued: o.enqueued.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
-		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Vacuumed: o.vac.Deleted(),
+		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Parked: pc.Parked, Vacuumed: o.vac.Deleted(),
 	}
 }
 
@@ -662,19 +672,85 @@ type PartitionStats struct {
 	// lowest incoming id) was enqueued, by the database clock; zero when
 	// Incoming is 0.
 	OldestIncoming time.Time
+	// OldestUnprocessed is when the oldest message not yet acked was
+	// enqueued, sequenced or not (the head of the partition's line); zero
+	// when nothing waits. Now minus it is how far behind the partition is.
+	OldestUnprocessed time.Time
 	// Attempts and LastError describe a failing head message.
 	Attempts      int
 	LastError     string
 	NextAttemptAt time.Time
 	LockedUntil   time.Time
+	// Parked: the head failed MaxAttempts times under the Park policy and
+	// the partition waits for an operator (Outbox.Partitions) since ParkedAt.
+	Parked   bool
+	ParkedAt time.Time
 	// DeadLetters counts dead letters by status.
 	DeadLetters map[string]int64
+}
+
+// QueueStats sums one queue's partitions.
+type QueueStats struct {
+	Queue       string
+	Partitions  int
+	Incoming    int64
+	Unprocessed int64
+	// OldestUnprocessed is the earliest of its partitions'.
+	OldestUnprocessed time.Time
+	// Retrying counts partitions whose head failed and will be retried;
+	// Parked those stopped at their head.
+	Retrying, Parked int
+	DeadLetters      map[string]int64
 }
 
 // Stats is a snapshot of the outbox.
 type Stats struct {
 	Partitions []PartitionStats
-	Counters   Counters
+	// Queues are the per-queue totals of Partitions, by queue name.
+	Queues   []QueueStats
+	Counters Counters
+}
+
+// QueueTotals sums partitions' figures per queue, in queue-name order.
+func QueueTotals(ps []PartitionStats) []QueueStats {
+	var out []QueueStats
+	index := map[string]int{}
+	for _, p := range ps {
+		i, ok := index[p.Queue]
+		if !ok {
+			i = len(out)
+			index[p.Queue] = i
+			out = append(out, QueueStats{Queue: p.Queue, DeadLetters: map[string]int64{}})
+		}
+		q := &out[i]
+		q.Partitions++
+		q.Incoming += p.Incoming
+		q.Unprocessed += p.Unprocessed
+		q.OldestUnprocessed = earliest(q.OldestUnprocessed, p.OldestUnprocessed)
+		switch {
+		case p.Parked:
+			q.Parked++
+		case p.LastError != "" || !p.NextAttemptAt.IsZero():
+			// A failure was recorded (a lease alone counts an attempt too).
+			q.Retrying++
+		}
+		for st, n := range p.DeadLetters {
+			q.DeadLetters[st] += n
+		}
+	}
+	slices.SortFunc(out, func(a, b QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
+	return out
+}
+
+// earliest is the earlier of two times, a zero time counting as none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
 }
 
 // Stats reads every partition's backlog and dead letters from the database.
@@ -683,7 +759,7 @@ func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	return Stats{Counters: o.Counters(), Partitions: ps}, nil
+	return Stats{Counters: o.Counters(), Partitions: ps, Queues: QueueTotals(ps)}, nil
 }
 
 // ReadStats reads every partition's backlog and dead letters from the
@@ -709,8 +785,9 @@ func ReadStats(ctx context.Context, s StatsStore) ([]PartitionStats, error) {
 		out[i] = PartitionStats{
 			Queue: p.Queue, Partition: p.Partition, Incoming: p.Incoming, Unprocessed: p.Sequence - p.ProcessedSeq,
 			ProcessedSeq: p.ProcessedSeq, Sequence: p.Sequence, OldestIncoming: p.OldestIncoming,
-			Attempts: p.Attempts, LastError: p.LastError, NextAttemptAt: p.NextAttemptAt, LockedUntil: p.LockedUntil,
-			DeadLetters: byPartition[p.PartitionID],
+			OldestUnprocessed: earliest(p.OldestOutgoing, p.OldestIncoming),
+			Attempts:          p.Attempts, LastError: p.LastError, NextAttemptAt: p.NextAttemptAt, LockedUntil: p.LockedUntil,
+			Parked: !p.ParkedAt.IsZero(), ParkedAt: p.ParkedAt, DeadLetters: byPartition[p.PartitionID],
 		}
 	}
 	return out, nil

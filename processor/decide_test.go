@@ -251,3 +251,44 @@ func TestDecideTransactionalOwner(t *testing.T) {
 	o := decideTask(5).decide(state, "", msgs, b, nil)
 	require.Empty(t, o.update.Owner)
 }
+
+// TestDecidePark: under Park, the head that exhausts MaxAttempts stays:
+// the cursor stops before it, its count and error are kept, no retry time
+// is set and no dead letter is written; what was acked before it advances.
+func TestDecidePark(t *testing.T) {
+	t.Parallel()
+	task := decideTask(1)
+	task.opts.OnFailure = Park
+	state, msgs, b := decideInput(0)
+	b.Ack(1)
+	o := task.decide(state, decideOwner, msgs, b, errBoom)
+	require.True(t, o.parked)
+	require.False(t, o.failed)
+	require.Equal(t, 1, o.acked)
+	u := o.update
+	require.True(t, u.Park)
+	require.False(t, u.Clean())
+	require.Equal(t, int64(11), u.ProcessedSeq, "the acked message advances; the failing one is the head")
+	require.Equal(t, 1, u.Attempts, "a new head starts at one")
+	require.Zero(t, u.RetryAfter)
+	require.Empty(t, u.DeadLetters)
+
+	task = decideTask(3)
+	task.opts.OnFailure = Park
+	state, msgs, b = decideInput(1)
+	o = task.decide(state, decideOwner, msgs, b, errBoom)
+	require.False(t, o.parked, "two failures of three: retried")
+	require.True(t, o.failed)
+	state, msgs, b = decideInput(2)
+	o = task.decide(state, decideOwner, msgs, b, errBoom)
+	require.True(t, o.parked)
+	require.Equal(t, int64(10), o.update.ProcessedSeq)
+	require.Equal(t, 3, o.update.Attempts)
+	require.Equal(t, "boom", o.update.LastError)
+
+	// A rejection is dead-lettered under Park too: the handler has said so.
+	state, msgs, b = decideInput(0)
+	o = task.decide(state, decideOwner, msgs, b, Reject(errBoom))
+	require.False(t, o.parked)
+	require.Len(t, o.update.DeadLetters, 1)
+}

@@ -3,6 +3,7 @@ package processor
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/seqbox/seqbox/internal/configerr"
@@ -41,6 +42,38 @@ type QueueOptions struct {
 	// HandlerTimeout is the deadline of a transactional handler call, which
 	// holds a row lock and a connection. Defaults to 30s.
 	HandlerTimeout time.Duration
+	// OnFailure is what happens when the head exhausts MaxAttempts:
+	// DeadLetter (the default) or Park.
+	OnFailure FailurePolicy
+}
+
+// FailurePolicy is what a queue does with a head message that failed
+// MaxAttempts times (docs/ARCHITECTURE.md, "Failure policy: dead-letter or
+// park"). A message the handler rejects (ErrRejected) is dead-lettered
+// under either policy: the handler has said it can never succeed.
+type FailurePolicy int
+
+const (
+	// DeadLetter copies the head to dead letters and moves on to the
+	// next message of the partition (the default).
+	DeadLetter FailurePolicy = iota
+	// Park stops the partition at its head: nothing behind it is
+	// delivered, by any process, until an operator resumes the partition
+	// (the head is retried now) or skips the head (it is dead-lettered and
+	// the partition moves on); see Admin. For consumers where a later
+	// message must never overtake an earlier one.
+	Park
+)
+
+// String names the policy as the CLI and the logs show it.
+func (f FailurePolicy) String() string {
+	switch f {
+	case DeadLetter:
+		return "dead-letter"
+	case Park:
+		return "park"
+	}
+	return fmt.Sprintf("FailurePolicy(%d)", int(f))
 }
 
 // QueueOption sets one queue option.
@@ -103,6 +136,12 @@ func Lease(duration, headroom time.Duration) QueueOption {
 	return func(o *QueueOptions) { o.Lease, o.LeaseHeadroom = duration, headroom }
 }
 
+// OnFailure sets what happens when the head exhausts MaxAttempts:
+// DeadLetter (the default) or Park.
+func OnFailure(policy FailurePolicy) QueueOption {
+	return func(o *QueueOptions) { o.OnFailure = policy }
+}
+
 // HandlerTimeout sets a transactional handler's deadline.
 func HandlerTimeout(d time.Duration) QueueOption {
 	return func(o *QueueOptions) { o.HandlerTimeout = d }
@@ -130,6 +169,10 @@ func (o QueueOptions) Validate() error {
 		return bad("LeaseHeadroom", "%v (lease %v): need 0 < headroom < lease", o.LeaseHeadroom, o.Lease)
 	case o.HandlerTimeout <= 0:
 		return bad("HandlerTimeout", "%v: must be > 0", o.HandlerTimeout)
+	case o.OnFailure != DeadLetter && o.OnFailure != Park:
+		return bad("OnFailure", "%v: must be DeadLetter or Park", o.OnFailure)
+	case o.OnFailure == Park && o.MaxAttempts < 0:
+		return bad("OnFailure", "Park with MaxAttemptsNever: a partition that never gives up never parks; set MaxAttempts")
 	}
 	return nil
 }

@@ -47,6 +47,10 @@ func TestQueueOptionsValidate(t *testing.T) {
 		{"headroom above lease", func(o *processor.QueueOptions) { o.LeaseHeadroom = o.Lease + time.Second }},
 		{"zero handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = 0 }},
 		{"negative handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = -time.Second }},
+		{"unknown failure policy", func(o *processor.QueueOptions) { o.OnFailure = processor.FailurePolicy(7) }},
+		{"park that never gives up", func(o *processor.QueueOptions) {
+			o.OnFailure, o.MaxAttempts = processor.Park, processor.MaxAttemptsNever
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +73,9 @@ func TestQueueOptionsValidateBoundaries(t *testing.T) {
 	)
 	require.NoError(t, o.Validate())
 	require.NoError(t, processor.NewQueueOptions(processor.BatchSize(1)).Validate())
+	require.NoError(t, processor.NewQueueOptions(processor.OnFailure(processor.Park), processor.MaxAttempts(1)).Validate())
+	require.Equal(t, "park", processor.Park.String())
+	require.Equal(t, "dead-letter", processor.DeadLetter.String())
 }
 
 func TestNewQueueOptions(t *testing.T) {

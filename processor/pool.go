@@ -115,6 +115,7 @@ type Counters struct {
 	Delivered    int64 // messages acked (dead letters not counted)
 	Retried      int64 // failed handler calls that will be retried
 	DeadLettered int64
+	Parked       int64 // partitions parked (the Park failure policy)
 }
 
 // Store is what the processor needs from the SQL layer (dialect.Dialect
@@ -154,7 +155,7 @@ type Pool struct {
 	// nil when the store has no GroupLeaser.
 	groups *groups
 
-	delivered, retried, deadLettered atomic.Int64
+	delivered, retried, deadLettered, parked atomic.Int64
 }
 
 // NewPool builds the pool; cfg and every queue's options must be valid.
@@ -187,7 +188,7 @@ func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 
 // Counters returns the delivery counts so far.
 func (p *Pool) Counters() Counters {
-	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load()}
+	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load(), Parked: p.parked.Load()}
 }
 
 // Notify wakes a partition's task; unknown partitions are ignored.
@@ -344,12 +345,13 @@ func (t *task) deliveries(msgs []dialect.OutgoingMessage, attempts int) *Batch {
 
 // outcome turns a handler result into the cursor update. acked counts
 // messages done (rejected ones included); failed is set when the first
-// unacked message must be retried.
+// unacked message must be retried, parked when it stops the partition.
 type outcome struct {
 	update  *dialect.ProcessorUpdateParams
 	acked   int
 	dead    int
 	failed  bool
+	parked  bool
 	failure error
 }
 
@@ -398,6 +400,15 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 	// The head of what is left failed. Its count continues only if it was
 	// already the head; a new head starts at one.
 	failures := deliveries(acked)
+	if t.opts.deadLetters(failures) && t.opts.OnFailure == Park {
+		// The head stays where it is; nothing behind it is delivered until
+		// an operator resumes or skips it (Admin).
+		u := dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
+			dialect.ErrorText(dialect.ErrorString(herr)), 0, dls)
+		u.Park = true
+		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		return outcome{update: u, acked: acked, dead: len(dls), parked: true, failure: herr}
+	}
 	if t.opts.deadLetters(failures) {
 		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
 		dead[acked] = true
@@ -432,6 +443,14 @@ func (t *task) record(o outcome, full bool) bool {
 	p := t.pool
 	p.deadLettered.Add(int64(o.dead))
 	p.delivered.Add(int64(o.acked - o.dead))
+	if o.parked {
+		p.parked.Add(1)
+		t.batch = 1
+		p.log.Error("partition parked: its head failed max attempts; resume or skip it (seqbox partitions)",
+			slog.String("queue", t.queue), slog.Int("partition", t.partition),
+			slog.Int("attempts", o.update.Attempts), slog.Any("error", o.failure))
+		return false
+	}
 	if o.failed {
 		p.retried.Add(1)
 		t.batch = 1

@@ -367,7 +367,8 @@ func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 // ackSQL records an outcome without dead letters: one UPDATE, guarded by
 // the lease when there is an owner, committed asynchronously.
 const ackSQL = "UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error, " +
-	"next_attempt_at = CASE WHEN CAST(?retry_us AS bigint) > 0 THEN {now_plus_retry} END, locked_by = NULL, locked_until = NULL " +
+	"next_attempt_at = CASE WHEN CAST(?retry_us AS bigint) > 0 THEN {now_plus_retry} END, " +
+	"parked_at = CASE WHEN CAST(?park AS bigint) > 0 THEN {now} END, locked_by = NULL, locked_until = NULL " +
 	"WHERE partition_id = ?pid AND (CAST(?owner AS text) = '' OR locked_by = ?owner){async_commit}"
 
 // ProcessorAck records an outcome; with dead letters to insert it takes a
@@ -376,8 +377,7 @@ func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdatePa
 	if len(p.DeadLetters) > 0 || len(p.ResolveReplays) > 0 {
 		return d.AckInTx(ctx, p)
 	}
-	res, err := d.ExecBound(ctx, d.DB(), ackSQL, sqlcore.Args{"seq": p.ProcessedSeq, "attempts": p.Attempts,
-		"last_error": sqlcore.LastErrorArg(p.LastError), "retry_us": p.RetryAfter.Microseconds(), "pid": p.PartitionID, "owner": p.Owner})
+	res, err := d.ExecBound(ctx, d.DB(), ackSQL, sqlcore.UpdateArgs(p))
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,13 @@ func Cases() []Case {
 		{"RejectDeadLetters", testRejectDeadLetters},
 		{"DeadLetterReplayInOrder", testDeadLetterReplayInOrder}, // 2, 3
 		{"DeadLetterActions", testDeadLetterActions},
-		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace},                     // 3
-		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},                       // 3
+		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace},         // 3
+		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},           // 3
+		{"ParkStopsPartitionAndResume", testParkStopsPartitionAndResume}, // 2
+		{"ParkSkip", testParkSkip},                                       // 2
+		{"ParkAcrossRestart", testParkAcrossRestart},                     // 2, 4
+		{"ParkTransactional", testParkTransactional},                     // 2, 3
+		{"ParkOperatorsRace", testParkOperatorsRace},
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3

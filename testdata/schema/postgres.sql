@@ -135,3 +135,9 @@ ALTER TABLE seqbox_partitions SET (vacuum_truncate = off);
 ALTER TABLE seqbox_processor SET (vacuum_truncate = off);
 
 ALTER TABLE seqbox_vacuum_counter SET (vacuum_truncate = off);
+
+-- A queue with the Park failure policy stops a partition at a head that
+-- exhausted its attempts: parked_at marks it, and no process leases it
+-- until an operator resumes or skips it (docs/ARCHITECTURE.md, "Failure
+-- policy: dead-letter or park").
+ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS parked_at TIMESTAMPTZ NULL;

@@ -98,3 +98,9 @@ ALTER TABLE seqbox_dead_letters ADD COLUMN replay_id BLOB NULL;
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_replay_id ON seqbox_dead_letters (replay_id);
 
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_partition ON seqbox_dead_letters (partition_id, id);
+
+-- A queue with the Park failure policy stops a partition at a head that
+-- exhausted its attempts: parked_at marks it, and no process leases it
+-- until an operator resumes or skips it (docs/ARCHITECTURE.md, "Failure
+-- policy: dead-letter or park").
+ALTER TABLE seqbox_processor ADD COLUMN parked_at TIMESTAMP NULL;

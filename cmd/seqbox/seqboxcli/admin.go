@@ -1,14 +1,12 @@
 package seqboxcli
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -159,20 +157,22 @@ func statusFlags(c *statusCLI) *flag.FlagSet {
 func statusUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: seqbox status --dsn DSN [--prefix P] [--partitions] [--watch 2s] [--json]")
 	fmt.Fprintln(w, "\nPer queue (or partition): messages waiting to be sequenced and to be acked, the age of the")
-	fmt.Fprintln(w, "oldest unsequenced one, partitions retrying a failing head, and dead letters by status.")
+	fmt.Fprintln(w, "oldest message not yet acked, partitions retrying a failing head, partitions parked at one")
+	fmt.Fprintln(w, "(see seqbox partitions), and dead letters by status.")
 	fs := statusFlags(&statusCLI{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
 
-// queueStatus sums a queue's partitions.
+// queueStatus is a queue's totals as --json prints them.
 type queueStatus struct {
 	Queue       string           `json:"queue"`
 	Partitions  int              `json:"partitions"`
 	Incoming    int64            `json:"incoming"`
 	Unprocessed int64            `json:"unprocessed"`
-	OldestAgeMs int64            `json:"oldest_incoming_age_ms"`
+	OldestAgeMs int64            `json:"oldest_unprocessed_age_ms"`
 	Retrying    int              `json:"retrying_partitions"`
+	Parked      int              `json:"parked_partitions"`
 	DeadLetters map[string]int64 `json:"dead_letters"`
 }
 
@@ -209,55 +209,59 @@ func runStatus(ctx context.Context, s streams, args []string) int {
 }
 
 func printStatus(w io.Writer, c *statusCLI, ps []outbox.PartitionStats, now time.Time) error {
-	age := func(t time.Time) int64 {
+	age := func(t time.Time) time.Duration {
 		if t.IsZero() {
 			return 0
 		}
-		return max(now.Sub(t).Milliseconds(), 0)
+		return max(now.Sub(t), 0).Round(time.Millisecond)
 	}
 	if c.partitions {
 		if c.asJSON {
 			return writeJSON(w, map[string]any{"at": now.UTC(), "partitions": ps})
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "QUEUE\tPARTITION\tINCOMING\tUNPROCESSED\tOLDEST\tATTEMPTS\tDEAD (pending)\tLAST ERROR")
+		fmt.Fprintln(tw, "QUEUE\tPARTITION\tINCOMING\tUNPROCESSED\tOLDEST\tSTATE\tATTEMPTS\tDEAD (pending)\tLAST ERROR")
 		for _, p := range ps {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%s\n", p.Queue, p.Partition, p.Incoming, p.Unprocessed,
-				(time.Duration(age(p.OldestIncoming)) * time.Millisecond).String(), p.Attempts, p.DeadLetters["pending"], oneLine(p.LastError, 50))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", p.Queue, p.Partition, p.Incoming, p.Unprocessed,
+				age(p.OldestUnprocessed), partitionState(p), p.Attempts, p.DeadLetters["pending"], oneLine(p.LastError, 50))
 		}
 		return tw.Flush()
 	}
-	byQueue := map[string]*queueStatus{}
-	for _, p := range ps {
-		q := byQueue[p.Queue]
-		if q == nil {
-			q = &queueStatus{Queue: p.Queue, DeadLetters: map[string]int64{}}
-			byQueue[p.Queue] = q
-		}
-		q.Partitions++
-		q.Incoming += p.Incoming
-		q.Unprocessed += p.Unprocessed
-		q.OldestAgeMs = max(q.OldestAgeMs, age(p.OldestIncoming))
-		if p.Attempts > 0 {
-			q.Retrying++
-		}
-		for st, n := range p.DeadLetters {
-			q.DeadLetters[st] += n
-		}
-	}
-	queues := make([]*queueStatus, 0, len(byQueue))
-	for _, q := range byQueue {
-		queues = append(queues, q)
-	}
-	slices.SortFunc(queues, func(a, b *queueStatus) int { return cmp.Compare(a.Queue, b.Queue) })
+	totals := outbox.QueueTotals(ps)
 	if c.asJSON {
+		queues := make([]queueStatus, len(totals))
+		for i, q := range totals {
+			queues[i] = queueStatus{Queue: q.Queue, Partitions: q.Partitions, Incoming: q.Incoming, Unprocessed: q.Unprocessed,
+				OldestAgeMs: age(q.OldestUnprocessed).Milliseconds(), Retrying: q.Retrying, Parked: q.Parked, DeadLetters: q.DeadLetters}
+		}
 		return writeJSON(w, map[string]any{"at": now.UTC(), "queues": queues})
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPARTITIONS\tINCOMING\tUNPROCESSED\tOLDEST\tRETRYING\tDEAD (pending)")
-	for _, q := range queues {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\n", q.Queue, q.Partitions, q.Incoming, q.Unprocessed,
-			(time.Duration(q.OldestAgeMs) * time.Millisecond).String(), q.Retrying, q.DeadLetters["pending"])
+	fmt.Fprintln(tw, "QUEUE\tPARTITIONS\tINCOMING\tUNPROCESSED\tOLDEST\tRETRYING\tPARKED\tDEAD (pending)")
+	for _, q := range totals {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\n", q.Queue, q.Partitions, q.Incoming, q.Unprocessed,
+			age(q.OldestUnprocessed), q.Retrying, q.Parked, q.DeadLetters["pending"])
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, q := range totals {
+		if q.Parked > 0 {
+			fmt.Fprintf(w, "\n%d partition(s) parked: seqbox partitions list --queue %s, then resume or skip each.\n", q.Parked, q.Queue)
+		}
+	}
+	return nil
+}
+
+// partitionState is how status --partitions shows a partition.
+func partitionState(p outbox.PartitionStats) string {
+	switch {
+	case p.Parked:
+		return "parked"
+	case p.LastError != "" || !p.NextAttemptAt.IsZero():
+		return "retrying"
+	case p.Unprocessed > 0 || p.Incoming > 0:
+		return "working"
+	}
+	return "idle"
 }

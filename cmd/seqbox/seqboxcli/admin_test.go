@@ -57,7 +57,7 @@ func TestMigrateAndStatus(t *testing.T) {
 					Queue       string `json:"queue"`
 					Partitions  int    `json:"partitions"`
 					Incoming    int64  `json:"incoming"`
-					OldestAgeMs int64  `json:"oldest_incoming_age_ms"`
+					OldestAgeMs int64  `json:"oldest_unprocessed_age_ms"`
 				} `json:"queues"`
 			}
 			require.NoError(t, json.Unmarshal([]byte(cli(seqboxcli.ExitOK, "status", "--json")), &status))

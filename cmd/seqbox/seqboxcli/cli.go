@@ -34,7 +34,7 @@ type command struct {
 }
 
 // commands is the dispatch table, built per call so that the package holds
-// no mutable state. Planned: partitions (resume, skip).
+// no mutable state.
 func commands() []command {
 	return []command{
 		{name: "demo", summary: "run producers and consumers against a database and verify every guarantee", run: runDemo, usage: demoUsage},
@@ -42,6 +42,7 @@ func commands() []command {
 		{name: "migrate", summary: "create or upgrade seqbox's tables (--status: only report the version)", run: runMigrate, usage: migrateUsage},
 		{name: "status", summary: "backlog, oldest waiting message, retrying partitions and dead letters per queue", run: runStatus, usage: statusUsage},
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
+		{name: "partitions", summary: "list parked partitions and resume or skip them", run: runPartitions, usage: partitionsUsage},
 	}
 }
 

@@ -1063,10 +1063,14 @@ func (c *Core) OutgoingList(ctx context.Context, p *dialect.OutgoingListParams) 
 }
 
 // UpdateArgs are the named values of an outcome: ?seq ?attempts
-// ?last_error ?retry_us ?pid ?owner.
+// ?last_error ?retry_us ?pid ?owner ?park.
 func UpdateArgs(p *dialect.ProcessorUpdateParams) Args {
+	park := 0
+	if p.Park {
+		park = 1
+	}
 	return Args{"seq": p.ProcessedSeq, "attempts": p.Attempts, "last_error": LastErrorArg(p.LastError),
-		"retry_us": p.RetryAfter.Microseconds(), "pid": p.PartitionID, "owner": p.Owner}
+		"retry_us": p.RetryAfter.Microseconds(), "pid": p.PartitionID, "owner": p.Owner, "park": park}
 }
 
 // ProcessorUpdate records a batch outcome on p.Conn; see dialect.Dialect.
@@ -1188,8 +1192,10 @@ func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.
 		LastError      *string    `bun:"last_error"`
 		LockedUntil    *time.Time `bun:"locked_until"`
 		NextAttemptAt  *time.Time `bun:"next_attempt_at"`
+		ParkedAt       *time.Time `bun:"parked_at"`
 		Incoming       int64      `bun:"incoming"`
 		OldestIncoming *time.Time `bun:"oldest_incoming"`
+		OldestOutgoing *time.Time `bun:"oldest_outgoing"`
 	}
 	if err := c.Raw(conn, c.SQL(stmtPartitionStats)).Scan(ctx, &rows); err != nil {
 		return nil, c.Wrap(err)
@@ -1211,6 +1217,12 @@ func (c *Core) PartitionStatsOn(ctx context.Context, conn bun.IConn) ([]dialect.
 		}
 		if r.OldestIncoming != nil {
 			s.OldestIncoming = *r.OldestIncoming
+		}
+		if r.OldestOutgoing != nil {
+			s.OldestOutgoing = *r.OldestOutgoing
+		}
+		if r.ParkedAt != nil {
+			s.ParkedAt = *r.ParkedAt
 		}
 		out[i] = s
 	}
@@ -1263,4 +1275,53 @@ func (v valuesAppender) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, erro
 		b = v.row(gen, b, i)
 	}
 	return b, nil
+}
+
+// ---------------------------------------------------------------- parked partitions
+
+type parkedRow struct {
+	ID           int64     `bun:"id"`
+	Queue        string    `bun:"queue"`
+	PartitionNo  int       `bun:"partition_no"`
+	ProcessedSeq int64     `bun:"processed_seq"`
+	Attempts     int       `bun:"attempts"`
+	LastError    *string   `bun:"last_error"`
+	ParkedAt     time.Time `bun:"parked_at"`
+}
+
+func (r *parkedRow) parked() dialect.ProcessorParked {
+	p := dialect.ProcessorParked{
+		PartitionInfo: dialect.PartitionInfo{ID: r.ID, Queue: r.Queue, Partition: r.PartitionNo},
+		ProcessedSeq:  r.ProcessedSeq, Attempts: r.Attempts, ParkedAt: r.ParkedAt,
+	}
+	if r.LastError != nil {
+		p.LastError = *r.LastError
+	}
+	return p
+}
+
+// ProcessorParkedList lists the parked partitions.
+func (c *Core) ProcessorParkedList(ctx context.Context, _ *dialect.ProcessorParkedListParams) ([]dialect.ProcessorParked, error) {
+	var rows []parkedRow
+	if err := c.scan(ctx, &rows, c.SQL(stmtParkedList)); err != nil {
+		return nil, err
+	}
+	out := make([]dialect.ProcessorParked, len(rows))
+	for i := range rows {
+		out[i] = rows[i].parked()
+	}
+	return out, nil
+}
+
+// ProcessorParkedLock locks a parked partition's processor row in p.Conn.
+func (c *Core) ProcessorParkedLock(ctx context.Context, p *dialect.ProcessorLockParams) (dialect.ProcessorParkedLockResult, error) {
+	var rows []parkedRow
+	if err := c.Raw(p.Conn, c.SQL(stmtParkedLock), p.PartitionID).Scan(ctx, &rows); err != nil {
+		return dialect.ProcessorParkedLockResult{}, c.Wrap(err)
+	}
+	if len(rows) == 0 {
+		return dialect.ProcessorParkedLockResult{}, nil
+	}
+	rows[0].ID = p.PartitionID
+	return dialect.ProcessorParkedLockResult{Locked: true, Parked: rows[0].parked()}, nil
 }

@@ -33,9 +33,13 @@ package sqlcore
 //	                    transaction commit without waiting for its log
 //	                    flush (PostgreSQL), or ""
 const (
-	// leasable is the one definition of "no live lease and no retry
-	// pending"; the ready poll, the lease and the row lock share it.
-	fragmentLeasable = "(locked_until IS NULL OR locked_until < {now}) " +
+	// fragmentParkedAt is parked_at's new value in an outcome: now when it
+	// parks the partition (?park > 0), else NULL.
+	fragmentParkedAt = "CASE WHEN CAST(?park AS {bigint_type}) > 0 THEN {now} END"
+
+	// leasable is the one definition of "not parked, no live lease and no
+	// retry pending"; the ready poll, the leases and the row lock share it.
+	fragmentLeasable = "parked_at IS NULL AND (locked_until IS NULL OR locked_until < {now}) " +
 		"AND (next_attempt_at IS NULL OR next_attempt_at <= {now})"
 
 	stmtSchemaVersion      = "SELECT COALESCE(MAX(version), 0) FROM {schema_version}"
@@ -80,14 +84,16 @@ const (
 	stmtLeaseReturning = stmtLease + " RETURNING processed_seq, attempts"
 	stmtLeaseState     = "SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid AND locked_by = ?owner"
 	stmtLockProcessor  = "SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid " +
-		"AND (next_attempt_at IS NULL OR next_attempt_at <= {now}) " +
+		"AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= {now}) " +
 		"AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}{row_lock}"
 	stmtOutgoingList = "SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o JOIN {body} b ON b.id = o.body_id " +
 		"WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit"
-	// next_attempt_at is set only for a retry (?retry_us > 0). Named values.
+	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
+	// only to park (?park > 0): any other outcome clears it. Named values.
 	stmtProcessorUpdate = "UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error, " +
-		"next_attempt_at = CASE WHEN CAST(?retry_us AS {bigint_type}) > 0 THEN {now_plus_retry} END, locked_by = NULL, locked_until = NULL " +
+		"next_attempt_at = CASE WHEN CAST(?retry_us AS {bigint_type}) > 0 THEN {now_plus_retry} END, " +
+		"parked_at = " + fragmentParkedAt + ", locked_by = NULL, locked_until = NULL " +
 		"WHERE partition_id = ?pid"
 	stmtProcessorUpdateGuarded = stmtProcessorUpdate + " AND locked_by = ?owner"
 	// Group leases and acks (processor.GroupLeaser): a few statements for
@@ -140,7 +146,11 @@ const (
 	stmtVacuumOutgoing = "DELETE FROM {outgoing} WHERE partition_id = ? AND seq > ? AND seq <= ?"
 
 	stmtPartitionStats = "SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts, " +
-		"pr.last_error, pr.locked_until, pr.next_attempt_at, " +
+		"pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at, " +
+		// The head of the sequenced line, by primary key: seqs are gap-free
+		// above processed_seq.
+		"(SELECT b.created_at FROM {outgoing} o JOIN {body} b ON b.id = o.body_id " +
+		"WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing, " +
 		"(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id AND {incoming_pending}) AS incoming, " +
 		// The head of the line, found through the index: MIN(created_at)
 		// over the join read every row of a backlog (0.5 s per call measured
@@ -149,6 +159,14 @@ const (
 		"ORDER BY {incoming_order} LIMIT 1) AS oldest_incoming " +
 		"FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no"
 	stmtDeadLetterCount = "SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters} GROUP BY partition_id, status"
+
+	// Parked partitions (processor.Admin). The lock waits: an operator's
+	// action queues behind another's, then sees the row as that one left it.
+	stmtParkedList = "SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error, pr.parked_at " +
+		"FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id WHERE pr.parked_at IS NOT NULL " +
+		"ORDER BY pa.queue, pa.partition_no"
+	stmtParkedLock = "SELECT processed_seq, attempts, last_error, parked_at FROM {processor} " +
+		"WHERE partition_id = ? AND parked_at IS NOT NULL{row_lock_wait}"
 )
 
 // allStatements lists every statement above, so that New can expand each
@@ -209,5 +227,7 @@ func allStatements() []string {
 		stmtVacuumOutgoing,
 		stmtPartitionStats,
 		stmtDeadLetterCount,
+		stmtParkedList,
+		stmtParkedLock,
 	}
 }

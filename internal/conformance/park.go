@@ -1,0 +1,284 @@
+package conformance
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/deadletter"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+)
+
+// parkOptions: park after two failed deliveries, retried quickly.
+func parkOptions() []processor.QueueOption {
+	return []processor.QueueOption{processor.MaxAttempts(2), processor.Retry(2*time.Millisecond, 5*time.Millisecond),
+		processor.OnFailure(processor.Park)}
+}
+
+// failBad is a leased handler that fails payloads starting with "bad"
+// until fixed is set, recording what it delivers.
+func failBad(rec *Recorder, fixed *atomic.Bool) *processor.Handler {
+	return processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		if strings.HasPrefix(string(d.Payload), "bad") && !fixed.Load() {
+			return errors.New("cannot handle " + string(d.Payload) + " yet")
+		}
+		rec.Add(d.Queue, d.Partition, d.Seq, d.ID)
+		return nil
+	})
+}
+
+// enqueueAll enqueues one message per payload into a partition, each in
+// its own transaction, without waiting for them.
+func enqueueAll(e *Env, ob *outbox.Outbox, queue string, partition int, payloads ...string) []outbox.MessageID {
+	var ids []outbox.MessageID
+	for _, p := range payloads {
+		id, err := ob.Enqueue(e.Ctx, e.DB, queue, outbox.Message{Partition: partition, PayloadType: "t", Payload: []byte(p)})
+		require.NoError(e.T, err)
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// partitionStats returns one partition's row of the stats.
+func partitionStats(e *Env, ob *outbox.Outbox, queue string, partition int) outbox.PartitionStats {
+	st, err := ob.Stats(e.Ctx)
+	require.NoError(e.T, err)
+	for _, p := range st.Partitions {
+		if p.Queue == queue && p.Partition == partition {
+			return p
+		}
+	}
+	e.T.Fatalf("no stats for %s/%d", queue, partition)
+	return outbox.PartitionStats{}
+}
+
+// waitParked waits until the admin reports the partition parked.
+func waitParked(e *Env, admin *processor.Admin, queue string, partition int) processor.Parked {
+	e.T.Helper()
+	var got processor.Parked
+	e.Eventually(queue+" parked", func() bool {
+		list, err := admin.Parked(e.Ctx, queue)
+		require.NoError(e.T, err)
+		for _, p := range list {
+			if p.Partition == partition {
+				got = p
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// quietFor gives the pipeline time to do what it must not (deliver past
+// a parked head): a negative check, bounded, not a timing assertion.
+func quietFor(e *Env, ob *outbox.Outbox) {
+	for range 3 {
+		time.Sleep(60 * time.Millisecond) // longer than the poll interval
+		ob.Flush()
+	}
+}
+
+// testParkStopsPartitionAndResume: under the Park policy a head that fails
+// MaxAttempts times stops its partition (nothing behind it is delivered;
+// other partitions go on), shows in Stats with its error, and writes no
+// dead letter; Resume retries it at once and the rest follows in order.
+func testParkStopsPartitionAndResume(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("park", 2, failBad(rec, &fixed), parkOptions()...))
+	p0 := enqueueAll(e, ob, "park", 0, "a", "bad", "b", "c")
+	p1 := enqueueAll(e, ob, "park", 1, "x", "y")
+	admin := ob.Partitions()
+	parked := waitParked(e, admin, "park", 0)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, p1...), "other partitions go on")
+	require.Equal(e.T, int64(2), parked.HeadSeq)
+	require.Equal(e.T, 2, parked.Attempts)
+	require.Contains(e.T, parked.LastError, "cannot handle bad yet")
+	require.False(e.T, parked.ParkedAt.IsZero())
+
+	quietFor(e, ob)
+	require.Equal(e.T, []outbox.MessageID{p0[0]}, rec.IDs("park", 0), "nothing overtakes the parked head")
+	require.Empty(e.T, e.deadLetters(), "parking writes no dead letter")
+	require.Equal(e.T, int64(1), ob.Counters().Parked)
+	st := partitionStats(e, ob, "park", 0)
+	require.True(e.T, st.Parked)
+	require.Equal(e.T, int64(3), st.Unprocessed)
+	require.Contains(e.T, st.LastError, "cannot handle bad yet")
+	require.False(e.T, st.OldestUnprocessed.IsZero(), "the parked head is the oldest unprocessed message")
+	full, err := ob.Stats(e.Ctx)
+	require.NoError(e.T, err)
+	require.Len(e.T, full.Queues, 1)
+	require.Equal(e.T, 1, full.Queues[0].Parked)
+	require.Equal(e.T, int64(3), full.Queues[0].Unprocessed)
+
+	fixed.Store(true)
+	was, err := admin.Resume(e.Ctx, "park", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, parked.HeadSeq, was.HeadSeq)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, p0...))
+	require.Equal(e.T, p0, rec.IDs("park", 0), "the head, then the rest, in order")
+	for _, id := range p0 {
+		require.Equal(e.T, 1, rec.Times(id))
+	}
+	require.False(e.T, partitionStats(e, ob, "park", 0).Parked)
+	require.Empty(e.T, e.deadLetters())
+
+	_, err = admin.Resume(e.Ctx, "park", 0)
+	require.ErrorIs(e.T, err, processor.ErrNotParked)
+	var pe *processor.PartitionError
+	require.ErrorAs(e.T, err, &pe)
+	require.Equal(e.T, 0, pe.Partition)
+	_, err = admin.Resume(e.Ctx, "park", 7)
+	require.ErrorIs(e.T, err, processor.ErrUnknownPartition)
+	_, err = admin.Skip(e.Ctx, "no-such-queue", 0)
+	require.ErrorIs(e.T, err, processor.ErrUnknownPartition)
+}
+
+// testParkSkip: Skip dead-letters the parked head (its attempts and
+// error kept) and the rest of the partition is delivered in order.
+func testParkSkip(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("skip", 1, failBad(rec, &fixed), parkOptions()...))
+	ids := enqueueAll(e, ob, "skip", 0, "a", "bad", "b")
+	admin := ob.Partitions()
+	waitParked(e, admin, "skip", 0)
+	skipped, err := admin.Skip(e.Ctx, "skip", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, ids[1], skipped.MessageID)
+	require.Equal(e.T, int64(2), skipped.HeadSeq)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, []outbox.MessageID{ids[0], ids[2]}, rec.IDs("skip", 0))
+
+	letter, err := ob.DeadLetters().Get(e.Ctx, ids[1])
+	require.NoError(e.T, err)
+	require.Equal(e.T, deadletter.StatusPending, letter.Status)
+	require.Equal(e.T, 2, letter.Attempts)
+	require.Equal(e.T, int64(2), letter.Seq)
+	require.Contains(e.T, letter.LastError, "skipped by an operator")
+	require.Contains(e.T, letter.LastError, "cannot handle bad yet")
+	_, err = admin.Skip(e.Ctx, "skip", 0)
+	require.ErrorIs(e.T, err, processor.ErrNotParked)
+	require.Len(e.T, e.deadLetters(), 1)
+}
+
+// testParkAcrossRestart: the park is in the database: a process started
+// after the one that parked the partition leaves it parked, and an admin
+// without a pipeline (seqbox.Partitions, as the CLI uses) resumes it for
+// that process, which picks it up at its next poll.
+func testParkAcrossRestart(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	first, err := e.Builder().InstanceID("first").Queue("restart", 1, failBad(rec, &fixed), parkOptions()...).Start(e.Ctx)
+	require.NoError(e.T, err)
+	ids := enqueueAll(e, first, "restart", 0, "bad", "a")
+	admin, err := seqbox.Partitions(e.Ctx, e.DB, e.Prefix)
+	require.NoError(e.T, err)
+	waitParked(e, admin, "restart", 0)
+	stopCtx, cancel := context.WithTimeout(e.Ctx, 10*time.Second)
+	require.NoError(e.T, first.Stop(stopCtx))
+	cancel()
+
+	fixed.Store(true)
+	second := e.Start(e.Builder().InstanceID("second").Queue("restart", 1, failBad(rec, &fixed), parkOptions()...))
+	quietFor(e, second)
+	require.Zero(e.T, rec.Len(), "still parked after the restart, though the handler would now succeed")
+	_, err = admin.Resume(e.Ctx, "restart", 0)
+	require.NoError(e.T, err)
+	require.NoError(e.T, second.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, ids, rec.IDs("restart", 0))
+}
+
+// testParkTransactional: the Park policy in transactional mode: the
+// failed head's effects roll back, the partition parks, and after Resume
+// every message's effect is written exactly once, in order.
+func testParkTransactional(e *Env) {
+	table := e.Prefix + "park_effects"
+	_, err := e.DB.NewRaw("CREATE TABLE ? (n INTEGER NOT NULL, payload VARCHAR(64) NOT NULL)", bun.Ident(table)).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+	var fixed atomic.Bool
+	var n atomic.Int64
+	ob := e.Start(e.Builder().Queue("txpark", 1, processor.Transactional(func(ctx context.Context, tx bun.Tx, d processor.Delivery) error {
+		if _, err := tx.NewRaw("INSERT INTO ? (n, payload) VALUES (?, ?)", bun.Ident(table), n.Add(1), string(d.Payload)).Exec(ctx); err != nil {
+			return err
+		}
+		if string(d.Payload) == "bad" && !fixed.Load() {
+			return errFlaky
+		}
+		return nil
+	}), parkOptions()...))
+	ids := enqueueAll(e, ob, "txpark", 0, "a", "bad", "b")
+	admin := ob.Partitions()
+	parked := waitParked(e, admin, "txpark", 0)
+	require.Equal(e.T, int64(2), parked.HeadSeq)
+	require.Contains(e.T, parked.LastError, errFlaky.Error())
+	quietFor(e, ob)
+	effects := func() []string {
+		var got []string
+		require.NoError(e.T, e.DB.NewRaw("SELECT payload FROM ? ORDER BY n", bun.Ident(table)).Scan(e.Ctx, &got))
+		return got
+	}
+	require.Equal(e.T, []string{"a"}, effects(), "the failed head's effects rolled back; b waits")
+	fixed.Store(true)
+	_, err = admin.Resume(e.Ctx, "txpark", 0)
+	require.NoError(e.T, err)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, []string{"a", "bad", "b"}, effects())
+	require.Empty(e.T, e.deadLetters())
+}
+
+// testParkOperatorsRace: two operators skip (or one skips and one
+// resumes) the same parked partition at once: exactly one acts, the other
+// gets ErrNotParked, and the head is dead-lettered at most once.
+func testParkOperatorsRace(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("race", 1, failBad(rec, &fixed), parkOptions()...))
+	for round := range 3 {
+		ids := enqueueAll(e, ob, "race", 0, "bad", "ok")
+		waitParked(e, ob.Partitions(), "race", 0)
+		admins := []*processor.Admin{ob.Partitions(), ob.Partitions()}
+		if a, err := seqbox.Partitions(e.Ctx, e.DB, e.Prefix); err == nil {
+			admins[1] = a
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i := range 2 {
+			wg.Go(func() {
+				if i == 1 && round == 2 {
+					_, errs[i] = admins[i].Resume(e.Ctx, "race", 0)
+					return
+				}
+				_, errs[i] = admins[i].Skip(e.Ctx, "race", 0)
+			})
+		}
+		wg.Wait()
+		won := 0
+		for _, err := range errs {
+			if err == nil {
+				won++
+			} else {
+				require.ErrorIs(e.T, err, processor.ErrNotParked)
+			}
+		}
+		require.Equal(e.T, 1, won, "round %d: exactly one operator acts", round)
+		if errs[0] != nil && round == 2 {
+			// The resume won: the head is retried and parks again; skip it.
+			waitParked(e, ob.Partitions(), "race", 0)
+			_, err := ob.Partitions().Skip(e.Ctx, "race", 0)
+			require.NoError(e.T, err)
+		}
+		require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+		require.Len(e.T, e.deadLetters(), round+1, "one dead letter per round")
+	}
+}
