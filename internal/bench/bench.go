@@ -356,7 +356,11 @@ type Sample struct {
 	Incoming      int64 `json:"incoming"`
 	Unprocessed   int64 `json:"unprocessed"`
 	WaitingVacuum int64 `json:"waiting_vacuum"`
-	// TableRows are row counts by table (without prefix).
+	// TableRows are row counts by table (without prefix): the database's
+	// estimates on PostgreSQL (n_live_tup) and MySQL/MariaDB (table_rows),
+	// exact on SQLite. An exact COUNT(*) of a million-row table in every
+	// sample is a full scan on the two cores being measured, and pushes
+	// the pipeline's pages out of the buffer pool.
 	TableRows map[string]int64 `json:"table_rows"`
 	// Storage is what the database reports about the tables.
 	Storage Storage `json:"storage"`
@@ -386,6 +390,9 @@ type Storage struct {
 	// DeadTuples by table (PostgreSQL n_dead_tup): deleted rows no vacuum
 	// has removed yet.
 	DeadTuples map[string]int64 `json:"dead_tuples,omitempty"`
+	// LiveRows by table: PostgreSQL n_live_tup, MySQL/MariaDB table_rows;
+	// estimates the database keeps without reading the table.
+	LiveRows map[string]int64 `json:"live_rows,omitempty"`
 	// HistoryLength is InnoDB's purge backlog (undo logs not yet purged):
 	// what a held read view makes grow on MySQL/MariaDB.
 	HistoryLength int64 `json:"history_length,omitempty"`

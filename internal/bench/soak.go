@@ -144,16 +144,19 @@ func (s *soakSampler) sample(ctx context.Context, w *pipelineWatch, mark *soakMa
 	if smp.WaitingVacuum, err = waitingVacuum(ctx, w.r.d); err != nil {
 		return err
 	}
-	rows := map[string]int64{}
-	if err := tableRows(ctx, w.r.d, "soak", rows); err != nil {
-		return err
-	}
-	smp.TableRows = map[string]int64{}
-	for k, n := range rows {
-		smp.TableRows[strings.TrimPrefix(k, "soak.")] = n
-	}
 	if smp.Storage, err = readStorage(ctx, w.r.d); err != nil {
 		return err
+	}
+	if smp.TableRows = smp.Storage.LiveRows; smp.TableRows == nil {
+		// SQLite keeps no estimate; its count walks a b-tree in process.
+		rows := map[string]int64{}
+		if err := tableRows(ctx, w.r.d, "soak", rows); err != nil {
+			return err
+		}
+		smp.TableRows = map[string]int64{}
+		for k, n := range rows {
+			smp.TableRows[strings.TrimPrefix(k, "soak.")] = n
+		}
 	}
 	extra := map[string]any{}
 	s.b.logs.since(logs, extra)

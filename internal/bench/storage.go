@@ -36,22 +36,22 @@ func readStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 // backends update when they go idle or at most about once a second.
 func postgresStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 	t := d.Tables()
-	rows, err := d.DB().QueryContext(ctx, `SELECT c.relname, pg_total_relation_size(c.oid), COALESCE(s.n_dead_tup, 0)
+	rows, err := d.DB().QueryContext(ctx, `SELECT c.relname, pg_total_relation_size(c.oid), COALESCE(s.n_dead_tup, 0), COALESCE(s.n_live_tup, 0)
 		FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 		WHERE c.relkind = 'r' AND c.relname IN (?) AND c.relnamespace = to_regnamespace(current_schema())`, bun.List(t.All()))
 	if err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 	}
 	defer rows.Close()
-	st := Storage{TableBytes: map[string]int64{}, DeadTuples: map[string]int64{}}
+	st := Storage{TableBytes: map[string]int64{}, DeadTuples: map[string]int64{}, LiveRows: map[string]int64{}}
 	for rows.Next() {
 		var name string
-		var size, dead int64
-		if err := rows.Scan(&name, &size, &dead); err != nil {
+		var size, dead, live int64
+		if err := rows.Scan(&name, &size, &dead, &live); err != nil {
 			return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 		}
 		short := strings.TrimPrefix(name, t.Prefix)
-		st.TableBytes[short], st.DeadTuples[short] = size, dead
+		st.TableBytes[short], st.DeadTuples[short], st.LiveRows[short] = size, dead, live
 	}
 	if err := rows.Err(); err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
@@ -64,20 +64,21 @@ func postgresStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 // and index scans walk them).
 func mysqlStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 	t := d.Tables()
-	rows, err := d.DB().QueryContext(ctx, `SELECT table_name, COALESCE(data_length, 0) + COALESCE(index_length, 0)
+	rows, err := d.DB().QueryContext(ctx, `SELECT table_name, COALESCE(data_length, 0) + COALESCE(index_length, 0), COALESCE(table_rows, 0)
 		FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?)`, bun.List(t.All()))
 	if err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 	}
 	defer rows.Close()
-	st := Storage{TableBytes: map[string]int64{}}
+	st := Storage{TableBytes: map[string]int64{}, LiveRows: map[string]int64{}}
 	for rows.Next() {
 		var name string
-		var size int64
-		if err := rows.Scan(&name, &size); err != nil {
+		var size, live int64
+		if err := rows.Scan(&name, &size, &live); err != nil {
 			return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 		}
-		st.TableBytes[strings.TrimPrefix(name, t.Prefix)] = size
+		short := strings.TrimPrefix(name, t.Prefix)
+		st.TableBytes[short], st.LiveRows[short] = size, live
 	}
 	if err := rows.Err(); err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
