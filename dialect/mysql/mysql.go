@@ -280,6 +280,8 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 	}, nil
 }
 
-func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '[', ']') }
+func (flavor) DeleteList(rows []sqlcore.MovedRow) any {
+	return sqlcore.IDArray(sqlcore.IncomingIDs(rows), '[', ']')
+}
 
 func (flavor) NumberedParams() bool { return false }

@@ -103,13 +103,14 @@ func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInser
 const (
 	moveLockSQL = "SELECT sequence, (incoming_xid::text)::bigint, (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint " +
 		"FROM {partitions} WHERE id = ?{read_setup}{partition_lock}"
-	moveSelectSQL = "SELECT id, body_id, (xid::text)::bigint AS xid FROM {incoming} " +
+	moveSelectSQL = "SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming} " +
 		"WHERE partition_id = ? AND xid >= CAST(CAST(? AS text) AS xid8) ORDER BY xid, id LIMIT ?"
 	moveUpdateSQL = "UPDATE {partitions} SET sequence = ?, incoming_xid = CAST(CAST(? AS text) AS xid8) WHERE id = ?"
 )
 
 type moveRow struct {
 	ID     int64  `bun:"id"`
+	TID    string `bun:"tid"`
 	BodyID []byte `bun:"body_id"`
 	XID    int64  `bun:"xid"`
 }
@@ -154,7 +155,9 @@ func (d *Dialect) sequenceMoveStatements(ctx context.Context, p *dialect.Sequenc
 			return err
 		}
 		var err error
-		res, err = sqlcore.WriteOneMove(ctx, d.Core, tx, p.PartitionID, base, rows, func(r moveRow) (int64, []byte) { return r.ID, r.BodyID })
+		res, err = sqlcore.WriteOneMove(ctx, d.Core, tx, p.PartitionID, base, rows, func(r moveRow) sqlcore.MovedRow {
+			return sqlcore.MovedRow{IncomingID: r.ID, IncomingTID: r.TID, BodyID: r.BodyID}
+		})
 		return err
 	})
 	if err != nil {
@@ -221,9 +224,9 @@ const (
 		"(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin " +
 		"FROM {partitions} WHERE id = ANY(CAST(? AS bigint[])){read_setup} ORDER BY id{partition_lock}"
 	// Each partition's head of line from its own bound, by index (LATERAL).
-	moveManySelectSQL = "SELECT r.pid AS partition_id, m.id, m.body_id, m.xid " +
+	moveManySelectSQL = "SELECT r.pid AS partition_id, m.id, m.tid, m.body_id, m.xid " +
 		"FROM unnest(CAST(? AS bigint[]), CAST(? AS bigint[])) AS r(pid, bound) CROSS JOIN LATERAL " +
-		"(SELECT id, body_id, (xid::text)::bigint AS xid FROM {incoming} WHERE partition_id = r.pid " +
+		"(SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming} WHERE partition_id = r.pid " +
 		"AND xid >= CAST(CAST(r.bound AS text) AS xid8) ORDER BY xid, id LIMIT ?) m ORDER BY r.pid, m.xid, m.id"
 	moveManyUpdateSQL = "UPDATE {partitions} p SET sequence = u.seq, incoming_xid = CAST(CAST(u.bound AS text) AS xid8) " +
 		"FROM unnest(CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS bigint[])) AS u(pid, seq, bound) WHERE p.id = u.pid"
@@ -232,6 +235,7 @@ const (
 type moveManyRow struct {
 	PartitionID int64  `bun:"partition_id"`
 	ID          int64  `bun:"id"`
+	TID         string `bun:"tid"`
 	BodyID      []byte `bun:"body_id"`
 	XID         int64  `bun:"xid"`
 }
@@ -292,7 +296,11 @@ func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveM
 			sqlcore.IDArray(upBounds, '{', '}')).Exec(ctx); err != nil {
 			return err
 		}
-		if err := d.WriteMove(ctx, tx, sqlcore.MovedRows(rows, seqs, func(r moveManyRow) []byte { return r.BodyID })); err != nil {
+		writes := sqlcore.MovedRows(rows, seqs, func(r moveManyRow) []byte { return r.BodyID })
+		for i := range writes {
+			writes[i].IncomingTID = rows[i].TID
+		}
+		if err := d.WriteMove(ctx, tx, writes); err != nil {
 			return err
 		}
 		sqlcore.FillMoved(out, moved)
@@ -578,7 +586,13 @@ func (flavor) Fragments() map[string]string {
 		// primary-key lookups whatever the planner settings. "id IN (…1000
 		// literals…)" took 1 ms to plan, and became a sequential scan (16
 		// ms) in the move's transaction, where bitmap scans are off.
-		"delete_incoming": "DELETE FROM {incoming} i USING unnest(CAST(? AS bigint[])) u(id) WHERE i.id = u.id",
+		// By ctid, read under the partition lock, which makes it stable:
+		// only the lock holder deletes a partition's rows and nothing
+		// updates them. The join on ids it replaces was planned, once
+		// autovacuum's ANALYZE had seen a table of dead rows, as a scan of
+		// incoming: one move ran 290 s and the sequencer stalled
+		// (docs/ARCHITECTURE.md, "Cost that stays flat").
+		"delete_incoming": "DELETE FROM {incoming} WHERE ctid = ANY(CAST(? AS tid[]))",
 		// Rows below the partition's lower bound are final and moved (see
 		// "sequencer" above): the reconciler and Stats skip them too.
 		"incoming_pending": "i.xid >= pa.incoming_xid",
@@ -643,6 +657,21 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 	}, nil
 }
 
-func (flavor) IDList(ids []int64) any { return sqlcore.IDArray(ids, '{', '}') }
+// DeleteList renders the moved rows' ctids as one tid[] literal,
+// {"(0,1)","(0,2)"}: the delete is then a TID scan whatever the planner's
+// statistics say (see delete_incoming).
+func (flavor) DeleteList(rows []sqlcore.MovedRow) any {
+	b := make([]byte, 0, 12*len(rows)+2)
+	b = append(b, '{')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, r.IncomingTID...)
+		b = append(b, '"')
+	}
+	return string(append(b, '}'))
+}
 
 func (flavor) NumberedParams() bool { return true }

@@ -178,6 +178,6 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, _ string) (func(context.C
 	}, nil
 }
 
-func (flavor) IDList(ids []int64) any { return bun.List(ids) }
+func (flavor) DeleteList(rows []sqlcore.MovedRow) any { return bun.List(sqlcore.IncomingIDs(rows)) }
 
 func (flavor) NumberedParams() bool { return false }

@@ -45,8 +45,9 @@ type Flavor interface {
 	IsRetryable(err error) bool
 	// IsDisconnect reports a connection that dropped or was killed.
 	IsDisconnect(err error) bool
-	// IDList renders the id list of the delete_incoming statement as one value.
-	IDList(ids []int64) any
+	// DeleteList renders what the delete_incoming statement deletes a
+	// move's rows by, as one value: their ids, or (PostgreSQL) their ctids.
+	DeleteList(rows []MovedRow) any
 	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
 	NumberedParams() bool
 	// Lock takes a database-wide named lock on a pinned connection for
@@ -588,7 +589,9 @@ func (c *Core) SequenceMoveStatements(ctx context.Context, p *dialect.SequenceMo
 			return err
 		}
 		var err error
-		res, err = WriteOneMove(ctx, c, tx, p.PartitionID, base, rows, func(r incomingRow) (int64, []byte) { return r.ID, r.BodyID })
+		res, err = WriteOneMove(ctx, c, tx, p.PartitionID, base, rows, func(r incomingRow) MovedRow {
+			return MovedRow{IncomingID: r.ID, BodyID: r.BodyID}
+		})
 		return err
 	})
 	if err != nil {
@@ -688,6 +691,9 @@ type MovedRow struct {
 	Seq         int64
 	BodyID      []byte
 	IncomingID  int64
+	// IncomingTID is the row's ctid as text, "(block,offset)", where the
+	// dialect deletes by it (PostgreSQL); empty elsewhere.
+	IncomingTID string
 }
 
 // MovedRows pairs rows read by a several-partition move with their seqs.
@@ -711,21 +717,27 @@ func (c *Core) WriteMove(ctx context.Context, tx bun.Tx, rows []MovedRow) error 
 	})).Exec(ctx); err != nil {
 		return err
 	}
+	_, err := c.Raw(tx, c.SQL("{delete_incoming}"), c.flavor.DeleteList(rows)).Exec(ctx)
+	return err
+}
+
+// IncomingIDs are the incoming ids of moved rows.
+func IncomingIDs(rows []MovedRow) []int64 {
 	ids := make([]int64, len(rows))
 	for i, r := range rows {
 		ids[i] = r.IncomingID
 	}
-	_, err := c.Raw(tx, c.SQL("{delete_incoming}"), c.flavor.IDList(ids)).Exec(ctx)
-	return err
+	return ids
 }
 
 // WriteOneMove ends a one-partition move: rows, read in order, get the
-// seqs after base, and WriteMove writes them.
-func WriteOneMove[R any](ctx context.Context, c *Core, tx bun.Tx, pid, base int64, rows []R, keys func(R) (id int64, body []byte)) (dialect.SequenceMoveResult, error) {
+// seqs after base, and WriteMove writes them. row gives a row's incoming
+// id, ctid (where the dialect has one) and body id.
+func WriteOneMove[R any](ctx context.Context, c *Core, tx bun.Tx, pid, base int64, rows []R, row func(R) MovedRow) (dialect.SequenceMoveResult, error) {
 	moved := make([]MovedRow, len(rows))
 	for i, r := range rows {
-		id, body := keys(r)
-		moved[i] = MovedRow{PartitionID: pid, Seq: base + int64(i) + 1, BodyID: body, IncomingID: id}
+		moved[i] = row(r)
+		moved[i].PartitionID, moved[i].Seq = pid, base+int64(i)+1
 	}
 	if err := c.WriteMove(ctx, tx, moved); err != nil {
 		return dialect.SequenceMoveResult{}, err
