@@ -233,6 +233,10 @@ func (flavor) Fragments() map[string]string {
 		// producer's uncommitted row (no semi-consistent read for DELETE),
 		// stalling the sequencer for as long as that producer stays open.
 		"delete_incoming": "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id",
+		// A row's body, probed by primary key from the row: STRAIGHT_JOIN
+		// keeps the row's table first whatever the statistics say.
+		"body_of_o": "STRAIGHT_JOIN {body} b ON b.id = o.body_id",
+		"body_of_i": "STRAIGHT_JOIN {body} b ON b.id = i.body_id",
 	}
 }
 

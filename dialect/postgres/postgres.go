@@ -325,7 +325,7 @@ const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, loc
 	RETURNING processed_seq, attempts)
 SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
-	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
 
@@ -409,7 +409,7 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased)
 SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
 FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
-	FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
 
@@ -454,7 +454,7 @@ func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.Process
 // The ranges are three parallel arrays: one value each, whatever their count.
 const vacuumDeleteSQL = `WITH r AS (SELECT * FROM unnest(CAST(?pids AS bigint[]), CAST(?froms AS bigint[]), CAST(?tos AS bigint[])) AS r(pid, lo, hi)),
 d AS (DELETE FROM {outgoing} o USING r WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi RETURNING o.body_id),
-b AS (DELETE FROM {body} b USING d WHERE b.id = d.body_id RETURNING 1),
+b AS (DELETE FROM {body} WHERE id = ANY(ARRAY(SELECT body_id FROM d)) RETURNING 1),
 v AS (UPDATE {vacuum_counter} v SET pruned_seq = r.hi FROM r WHERE v.partition_id = r.pid AND v.pruned_seq < r.hi RETURNING 1)
 SELECT (SELECT count(*) FROM d) AS deleted, (SELECT count(*) FROM b) + (SELECT count(*) FROM v) AS others`
 
@@ -582,17 +582,23 @@ func (flavor) Fragments() map[string]string {
 		// it for the statement's transaction at no extra round trip.
 		"bigint_type":  "BIGINT",
 		"async_commit": " AND set_config('synchronous_commit', 'off', true) = 'off'",
-		// The ids, one array value, joined to incoming: a nested loop of
-		// primary-key lookups whatever the planner settings. "id IN (…1000
-		// literals…)" took 1 ms to plan, and became a sequential scan (16
-		// ms) in the move's transaction, where bitmap scans are off.
 		// By ctid, read under the partition lock, which makes it stable:
 		// only the lock holder deletes a partition's rows and nothing
-		// updates them. The join on ids it replaces was planned, once
-		// autovacuum's ANALYZE had seen a table of dead rows, as a scan of
-		// incoming: one move ran 290 s and the sequencer stalled
-		// (docs/ARCHITECTURE.md, "Cost that stays flat").
+		// updates them. A join of the ids to the primary key was planned,
+		// once autovacuum's ANALYZE had seen a table of dead rows, as a
+		// scan of incoming: one move ran 290 s and the sequencer stalled;
+		// "id IN (…1000 literals…)" took 1 ms to plan and became a
+		// sequential scan (docs/ARCHITECTURE.md, "Cost that stays flat").
 		"delete_incoming": "DELETE FROM {incoming} WHERE ctid = ANY(CAST(? AS tid[]))",
+		// A row's body, probed by primary key from the row (LATERAL with a
+		// LIMIT is never flattened into a join the planner may reorder).
+		// A queue table's statistics describe whatever it held when last
+		// vacuumed: VACUUM of a body table whose pages were all pruned
+		// records a density near zero, the planner then believes body has
+		// one row and scans its whole index as the outer side of the join
+		// (seen under autovacuum: 4 s per batch read, 8 s per prune).
+		"body_of_o": "CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b",
+		"body_of_i": "CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b",
 		// Rows below the partition's lower bound are final and moved (see
 		// "sequencer" above): the reconciler and Stats skip them too.
 		"incoming_pending": "i.xid >= pa.incoming_xid",

@@ -130,6 +130,8 @@ func (flavor) Fragments() map[string]string {
 		"read_setup":         "",
 		"row_lock":           "",
 		"row_lock_wait":      "",
+		"body_of_o":          "JOIN {body} b ON b.id = o.body_id",
+		"body_of_i":          "JOIN {body} b ON b.id = i.body_id",
 		"time_value":         "strftime(" + timeFormat + ", ?)",
 		"message_id_type":    "BLOB",
 		"table_exists":       "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
