@@ -216,10 +216,7 @@ func testLeasedBatchPartialAck(e *Env) {
 // together or not at all: a failing handler leaves no row and the message
 // comes again; a succeeding one leaves exactly one row per message.
 func testTransactionalExactlyOnce(e *Env) {
-	table := e.Prefix + "effects"
-	_, err := e.DB.NewRaw("CREATE TABLE ? (message_id VARCHAR(64) NOT NULL, attempt INTEGER NOT NULL)", bun.Ident(table)).Exec(e.Ctx)
-	require.NoError(e.T, err)
-	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+	table := e.ScratchTable("effects", "message_id VARCHAR(64) NOT NULL, attempt INTEGER NOT NULL")
 
 	var mu sync.Mutex
 	calls := map[outbox.MessageID]int{}
@@ -270,10 +267,7 @@ func testTransactionalExactlyOnce(e *Env) {
 // testTransactionalRejectAndMaxAttempts: in transactional mode a rejected
 // or exhausted message is dead-lettered without its writes.
 func testTransactionalRejectAndMaxAttempts(e *Env) {
-	table := e.Prefix + "tx_effects"
-	_, err := e.DB.NewRaw("CREATE TABLE ? (payload VARCHAR(64) NOT NULL)", bun.Ident(table)).Exec(e.Ctx)
-	require.NoError(e.T, err)
-	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+	table := e.ScratchTable("tx_effects", "payload VARCHAR(64) NOT NULL")
 	ob := e.Start(e.Builder().Queue("txdl", 1, processor.Transactional(func(ctx context.Context, tx bun.Tx, d processor.Delivery) error {
 		if _, err := tx.NewRaw("INSERT INTO ? (payload) VALUES (?)", bun.Ident(table), string(d.Payload)).Exec(ctx); err != nil {
 			return err

@@ -103,6 +103,17 @@ func (e *Env) Count(table string) int {
 	return n
 }
 
+// ScratchTable creates a table of this env's prefix plus name with the
+// given columns (a handler's effects), dropped when the test ends, and
+// returns its name.
+func (e *Env) ScratchTable(name, columns string) string {
+	table := e.Prefix + name
+	_, err := e.DB.NewRaw("CREATE TABLE ? ("+columns+")", bun.Ident(table)).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+	return table
+}
+
 // Counts returns the row count of every table.
 func (e *Env) Counts() map[string]int {
 	out := map[string]int{}

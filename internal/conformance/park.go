@@ -202,10 +202,7 @@ func testParkAcrossRestart(e *Env) {
 // failed head's effects roll back, the partition parks, and after Resume
 // every message's effect is written exactly once, in order.
 func testParkTransactional(e *Env) {
-	table := e.Prefix + "park_effects"
-	_, err := e.DB.NewRaw("CREATE TABLE ? (n INTEGER NOT NULL, payload VARCHAR(64) NOT NULL)", bun.Ident(table)).Exec(e.Ctx)
-	require.NoError(e.T, err)
-	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
+	table := e.ScratchTable("park_effects", "n INTEGER NOT NULL, payload VARCHAR(64) NOT NULL")
 	var fixed atomic.Bool
 	var n atomic.Int64
 	ob := e.Start(e.Builder().Queue("txpark", 1, processor.Transactional(func(ctx context.Context, tx bun.Tx, d processor.Delivery) error {
@@ -230,7 +227,7 @@ func testParkTransactional(e *Env) {
 	}
 	require.Equal(e.T, []string{"a"}, effects(), "the failed head's effects rolled back; b waits")
 	fixed.Store(true)
-	_, err = admin.Resume(e.Ctx, "txpark", 0)
+	_, err := admin.Resume(e.Ctx, "txpark", 0)
 	require.NoError(e.T, err)
 	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
 	require.Equal(e.T, []string{"a", "bad", "b"}, effects())

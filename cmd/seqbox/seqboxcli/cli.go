@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -44,6 +47,38 @@ func commands() []command {
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
 		{name: "partitions", summary: "list parked partitions and resume or skip them", run: runPartitions, usage: partitionsUsage},
 	}
+}
+
+// pickAction finds args[0] among the actions of a command group (dlq,
+// partitions). When it returns ok false the caller returns code: the
+// group's usage was printed (no action, or -h) or the action is unknown.
+func pickAction[A any](s streams, group string, actions []A, name func(A) string, usage func(io.Writer), args []string) (a A, code int, ok bool) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		usage(s.stderr)
+		if len(args) == 0 {
+			return a, ExitUsage, false
+		}
+		return a, ExitOK, false
+	}
+	i := slices.IndexFunc(actions, func(a A) bool { return name(a) == args[0] })
+	if i < 0 {
+		fmt.Fprintf(s.stderr, "seqbox %s: unknown action %q (see seqbox help %s)\n", group, args[0], group)
+		return a, ExitUsage, false
+	}
+	return actions[i], ExitOK, true
+}
+
+// parsePartitions reads a comma-separated list of partition numbers.
+func parsePartitions(list string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("--partition: want partition numbers, got %q", list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func lookup(name string) (command, bool) {

@@ -105,19 +105,10 @@ func dlqUsage(w io.Writer) {
 }
 
 func runDLQ(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		dlqUsage(s.stderr)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
+	a, code, ok := pickAction(s, "dlq", dlqActions(), func(a dlqAction) string { return a.name }, dlqUsage, args)
+	if !ok {
+		return code
 	}
-	i := slices.IndexFunc(dlqActions(), func(a dlqAction) bool { return a.name == args[0] })
-	if i < 0 {
-		fmt.Fprintf(s.stderr, "seqbox dlq: unknown action %q (see seqbox help dlq)\n", args[0])
-		return ExitUsage
-	}
-	a := dlqActions()[i]
 	var c dlqCLI
 	fs := dlqFlags(a, &c)
 	fs.SetOutput(s.stderr)
@@ -210,12 +201,9 @@ func (c *dlqCLI) selection(a dlqAction) (deadletter.Selection, deadletter.Filter
 	var f deadletter.Filter
 	f.Queue, f.PayloadType = c.queue, c.payloadType
 	if c.partitions != "" {
-		for _, p := range strings.Split(c.partitions, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(p))
-			if err != nil || n < 0 {
-				return deadletter.Selection{}, f, fmt.Errorf("--partition: want partition numbers, got %q", c.partitions)
-			}
-			f.Partitions = append(f.Partitions, n)
+		var err error
+		if f.Partitions, err = parsePartitions(c.partitions); err != nil {
+			return deadletter.Selection{}, f, err
 		}
 		if c.queue == "" {
 			return deadletter.Selection{}, f, errors.New("--partition needs --queue")

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -74,19 +72,10 @@ func partitionsUsage(w io.Writer) {
 }
 
 func runPartitions(ctx context.Context, s streams, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		partitionsUsage(s.stderr)
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
+	a, code, ok := pickAction(s, "partitions", partitionsActions(), func(a partitionsAction) string { return a.name }, partitionsUsage, args)
+	if !ok {
+		return code
 	}
-	i := slices.IndexFunc(partitionsActions(), func(a partitionsAction) bool { return a.name == args[0] })
-	if i < 0 {
-		fmt.Fprintf(s.stderr, "seqbox partitions: unknown action %q (see seqbox help partitions)\n", args[0])
-		return ExitUsage
-	}
-	a := partitionsActions()[i]
 	var c partitionsCLI
 	fs := partitionsFlags(a, &c)
 	usageErr := func(format string, v ...any) int {
@@ -152,17 +141,10 @@ func (c *partitionsCLI) targets(a partitionsAction) ([]int, error) {
 	if c.all == (c.partitions != "") {
 		return nil, errors.New("give --partition or --all (one of them)")
 	}
-	var out []int
-	if c.partitions != "" {
-		for _, p := range strings.Split(c.partitions, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(p))
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("--partition: want partition numbers, got %q", c.partitions)
-			}
-			out = append(out, n)
-		}
+	if c.partitions == "" {
+		return nil, nil
 	}
-	return out, nil
+	return parsePartitions(c.partitions)
 }
 
 // parkedJSON is a parked partition as --json prints it.
