@@ -160,3 +160,45 @@ func Example_park() {
 	// posted debit-1
 	// posted credit-1
 }
+
+// Example_typed: values in, values out. JSONMessage encodes a value as a
+// message's payload; a processor.JSON handler gets it decoded (a payload
+// that does not decode is dead-lettered, never retried); middleware wraps
+// every call of every queue (here, a log line per batch).
+func Example_typed() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	type shipped struct {
+		Order   int    `json:"order"`
+		Carrier string `json:"carrier"`
+	}
+	logCalls := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+		err := next(ctx)
+		fmt.Printf("%s/%d: %d message(s), error %v\n", c.Queue, c.Partition, len(c.Batch.Messages), err)
+		return err
+	}
+	ob, err := seqbox.New(db).Migrate(true).QueueDefaults(processor.Use(logCalls)).
+		Queue("shipping", 1, processor.JSON(func(ctx context.Context, d processor.Typed[shipped]) error {
+			fmt.Printf("order %d ships with %s\n", d.Value.Order, d.Value.Carrier)
+			return nil
+		})).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	msg, err := outbox.JSONMessage("shipped.v1", shipped{Order: 42, Carrier: "DHL"})
+	if err != nil {
+		panic(err)
+	}
+	id, _ := ob.Enqueue(ctx, db, "shipping", msg)
+	_ = ob.WaitProcessed(ctx, id)
+	// Output:
+	// order 42 ships with DHL
+	// shipping/0: 1 message(s), error <nil>
+}

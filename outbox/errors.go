@@ -12,14 +12,16 @@ import (
 // Sentinel errors, matched with errors.Is. The typed errors below carry the
 // offending values for errors.As.
 var (
-	ErrInvalidQueueName       = errors.New("seqbox: invalid queue name")
-	ErrInvalidPayloadType     = errors.New("seqbox: invalid payload type")
-	ErrPayloadTooLarge        = errors.New("seqbox: payload too large")
-	ErrPartitionOutOfRange    = errors.New("seqbox: partition out of range")
-	ErrQueueNotRegistered     = errors.New("seqbox: queue not registered")
-	ErrEmptyBatch             = errors.New("seqbox: empty batch")
-	ErrKeyAndPartition        = errors.New("seqbox: message sets both Key and Partition")
-	ErrInvalidHeaders         = errors.New("seqbox: invalid headers")
+	ErrInvalidQueueName    = errors.New("seqbox: invalid queue name")
+	ErrInvalidPayloadType  = errors.New("seqbox: invalid payload type")
+	ErrPayloadTooLarge     = errors.New("seqbox: payload too large")
+	ErrPartitionOutOfRange = errors.New("seqbox: partition out of range")
+	ErrQueueNotRegistered  = errors.New("seqbox: queue not registered")
+	ErrEmptyBatch          = errors.New("seqbox: empty batch")
+	ErrKeyAndPartition     = errors.New("seqbox: message sets both Key and Partition")
+	ErrInvalidHeaders      = errors.New("seqbox: invalid headers")
+	// ErrUnencodable: NewMessage could not encode the value (or had no codec).
+	ErrUnencodable            = errors.New("seqbox: value does not encode")
 	ErrNilConn                = errors.New("seqbox: nil connection")
 	ErrInvalidConfig          = configerr.ErrInvalid
 	ErrStopped                = errors.New("seqbox: outbox stopped")

@@ -45,6 +45,8 @@ type QueueOptions struct {
 	// OnFailure is what happens when the head exhausts MaxAttempts:
 	// DeadLetter (the default) or Park.
 	OnFailure FailurePolicy
+	// Middleware wraps every handler call, the first outermost (Use).
+	Middleware []Middleware
 }
 
 // FailurePolicy is what a queue does with a head message that failed
@@ -173,6 +175,11 @@ func (o QueueOptions) Validate() error {
 		return bad("OnFailure", "%v: must be DeadLetter or Park", o.OnFailure)
 	case o.OnFailure == Park && o.MaxAttempts < 0:
 		return bad("OnFailure", "Park with MaxAttemptsNever: a partition that never gives up never parks; set MaxAttempts")
+	}
+	for i, mw := range o.Middleware {
+		if mw == nil {
+			return bad("Middleware", "[%d] is nil", i)
+		}
 	}
 	return nil
 }

@@ -537,7 +537,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		}
 		b := t.deliveries(msgs, state.Attempts)
 		hctx, cancel := context.WithDeadline(ctx, deadline)
-		herr := lifecycle.Safely(func() error { return t.h.leased(hctx, b) })
+		herr := lifecycle.Safely(func() error { return t.runLeased(hctx, b) })
 		cancel()
 		p.sem.Release(1)
 		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
@@ -711,7 +711,7 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		}
 		b = t.deliveries(msgs, state.Attempts)
 		hctx, cancel := context.WithTimeout(ctx, t.opts.HandlerTimeout)
-		herr = lifecycle.Safely(func() error { return t.h.txBatch(hctx, tx, b) })
+		herr = lifecycle.Safely(func() error { return t.runTx(hctx, tx, b) })
 		cancel()
 		if herr != nil {
 			return errRollback

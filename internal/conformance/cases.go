@@ -28,6 +28,7 @@ func Cases() []Case {
 		{"ParkAcrossRestart", testParkAcrossRestart},                     // 2, 4
 		{"ParkTransactional", testParkTransactional},                     // 2, 3
 		{"ParkOperatorsRace", testParkOperatorsRace},
+		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware},               // 3, 6
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3
