@@ -275,6 +275,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261123000001", "seqbox_schema_dead_letter_actions"},
 		{"20261123000002", "seqbox_schema_vacuum_truncate_all"},
 		{"20261123000003", "seqbox_schema_processor_park"},
+		{"20261123000004", "seqbox_schema_message_key"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

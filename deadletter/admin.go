@@ -85,11 +85,13 @@ func Matching(f Filter) Selection { return Selection{Filter: &f} }
 
 // Letter is a dead letter as an operator sees it.
 type Letter struct {
-	ID          int64 // the dead letter's own id
-	Queue       string
-	Partition   int
-	Seq         int64 // the message's seq in its partition when it failed
-	MessageID   dialect.MessageID
+	ID        int64 // the dead letter's own id
+	Queue     string
+	Partition int
+	Seq       int64 // the message's seq in its partition when it failed
+	MessageID dialect.MessageID
+	// Key is the message's Key ("" when it had none); a replay keeps it.
+	Key         string
 	PayloadType string
 	Payload     []byte
 	Headers     map[string]string
@@ -228,7 +230,7 @@ func (a *Admin) Replay(ctx context.Context, sel Selection) (Changed, error) {
 			if err != nil {
 				return fmt.Errorf("seqbox: dead letter %d: %w", r.ID, err)
 			}
-			rows[i] = dialect.MessageRow{ID: ids[i], PartitionID: r.PartitionID, PayloadType: r.PayloadType, Payload: r.Payload, Headers: headers}
+			rows[i] = dialect.MessageRow{ID: ids[i], PartitionID: r.PartitionID, Key: r.Key, PayloadType: r.PayloadType, Payload: r.Payload, Headers: headers}
 			out.IDs[i], out.ReplayIDs[i] = r.ID, ids[i]
 			if !slices.Contains(pids, r.PartitionID) {
 				pids = append(pids, r.PartitionID)
@@ -442,7 +444,7 @@ func (a *Admin) partitions(ctx context.Context, queue string) (map[int64]dialect
 }
 
 func letter(r *dialect.DeadLetterRecord, parts map[int64]dialect.PartitionInfo) Letter {
-	l := Letter{ID: r.ID, Seq: r.Seq, MessageID: r.MessageID, PayloadType: r.PayloadType, Payload: r.Payload,
+	l := Letter{ID: r.ID, Seq: r.Seq, MessageID: r.MessageID, Key: r.Key, PayloadType: r.PayloadType, Payload: r.Payload,
 		EnqueuedAt: r.CreatedAt, FailedAt: r.FailedAt, LastError: r.LastError, Attempts: r.Attempts,
 		Status: Status(r.Status), Note: r.Note, CompletedAt: r.CompletedAt, ReplayID: r.ReplayID}
 	if p, ok := parts[r.PartitionID]; ok {

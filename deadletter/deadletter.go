@@ -30,6 +30,7 @@ func New(partitionID int64, m dialect.OutgoingMessage, cause error, attempts int
 		PartitionID: partitionID,
 		Seq:         m.Seq,
 		MessageID:   m.ID,
+		Key:         m.Key,
 		PayloadType: m.PayloadType,
 		Payload:     m.Payload,
 		Headers:     m.Headers,

@@ -51,6 +51,8 @@ func (e *PartitionCountError) Error() string {
 type MessageRow struct {
 	ID          MessageID
 	PartitionID int64
+	// Key is the message's key, stored with it ("" is none).
+	Key         string
 	PayloadType string
 	Payload     []byte
 	Headers     []byte // JSON object text, or nil
@@ -185,6 +187,7 @@ type OutgoingListParams struct {
 type OutgoingMessage struct {
 	Seq         int64
 	ID          MessageID
+	Key         string
 	PayloadType string
 	Payload     []byte
 	Headers     []byte
@@ -196,6 +199,7 @@ type DeadLetter struct {
 	PartitionID int64
 	Seq         int64
 	MessageID   MessageID
+	Key         string
 	PayloadType string
 	Payload     []byte
 	Headers     []byte
@@ -248,6 +252,7 @@ type DeadLetterRecord struct {
 	PartitionID int64
 	Seq         int64
 	MessageID   MessageID
+	Key         string
 	PayloadType string
 	Payload     []byte
 	Headers     []byte // JSON object text, or nil

@@ -81,7 +81,7 @@ type Config struct {
 	// Queues are registered at Start, all or none. Defaults to none (an
 	// outbox that only serves WaitProcessed and Stats).
 	Queues []QueueConfig
-	// MaxPayloadBytes bounds payload plus headers of one message. Defaults
+	// MaxPayloadBytes bounds payload plus headers plus key of one message. Defaults
 	// to 64 KiB; at most the dialect's cap (one row must fit one statement).
 	MaxPayloadBytes int
 	// EnqueueChunkRows and EnqueueChunkBytes bound one multi-row INSERT
@@ -475,7 +475,7 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 		if err != nil {
 			return nil, fail(err)
 		}
-		if size := len(m.Payload) + len(headers); size > o.cfg.MaxPayloadBytes {
+		if size := len(m.Payload) + len(headers) + len(m.Key); size > o.cfg.MaxPayloadBytes {
 			e := fail(ErrPayloadTooLarge)
 			e.Size, e.Max = size, o.cfg.MaxPayloadBytes
 			return nil, e
@@ -484,7 +484,7 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 		if payload == nil {
 			payload = []byte{} // NOT NULL column; an empty payload is valid
 		}
-		rows[i] = dialect.MessageRow{PartitionID: q.ids[part], PayloadType: m.PayloadType, Payload: payload, Headers: headers}
+		rows[i] = dialect.MessageRow{PartitionID: q.ids[part], Key: m.Key, PayloadType: m.PayloadType, Payload: payload, Headers: headers}
 	}
 	ids := make([][16]byte, len(rows))
 	if err := uuidv7.Fill(ids, time.Now()); err != nil {

@@ -16,9 +16,12 @@ type MessageID = dialect.MessageID
 
 // Delivery is one message handed to a handler.
 type Delivery struct {
-	ID          MessageID
-	Queue       string
-	Partition   int // 0-based
+	ID        MessageID
+	Queue     string
+	Partition int // 0-based
+	// Key is the Key the message was enqueued with ("" when it had
+	// none): a relay's partition or routing key.
+	Key         string
 	Seq         int64
 	PayloadType string
 	Payload     []byte

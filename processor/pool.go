@@ -329,7 +329,7 @@ func (t *task) deliveries(msgs []dialect.OutgoingMessage, attempts int) *Batch {
 	b := &Batch{Messages: make([]Delivery, len(msgs))}
 	for i, m := range msgs {
 		d := Delivery{
-			ID: m.ID, Queue: t.queue, Partition: t.partition, Seq: m.Seq, PayloadType: m.PayloadType,
+			ID: m.ID, Queue: t.queue, Partition: t.partition, Key: m.Key, Seq: m.Seq, PayloadType: m.PayloadType,
 			Payload: m.Payload, EnqueuedAt: m.CreatedAt, Attempts: attempts,
 		}
 		if len(m.Headers) > 0 {

@@ -60,7 +60,7 @@ func SchemaStatements(prefix string) ([]string, error) {
 
 // insertMessagesSQL writes a chunk in one round trip: a data-modifying CTE
 // always runs, referenced or not.
-const insertMessagesSQL = "WITH b AS (INSERT INTO {body} (id, payload_type, payload, headers, created_at) VALUES ?) " +
+const insertMessagesSQL = "WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?) " +
 	"INSERT INTO {incoming} (partition_id, body_id) VALUES ?"
 
 // cteInsertMaxRows is the largest chunk written as one statement. Measured
@@ -323,8 +323,8 @@ const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, loc
 	WHERE partition_id = ?pid AND {leasable}
 	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}
 	RETURNING processed_seq, attempts)
-SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
-FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
+SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
@@ -335,6 +335,7 @@ type leaseRow struct {
 	Attempts     int        `bun:"attempts"`
 	Seq          *int64     `bun:"seq"`
 	BodyID       []byte     `bun:"body_id"`
+	Key          []byte     `bun:"msg_key"`
 	PayloadType  *string    `bun:"payload_type"`
 	Payload      []byte     `bun:"payload"`
 	Headers      *string    `bun:"headers"`
@@ -362,7 +363,7 @@ func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 		if r.Seq == nil {
 			continue
 		}
-		m := dialect.OutgoingMessage{Seq: *r.Seq, PayloadType: *r.PayloadType, Payload: r.Payload, CreatedAt: *r.CreatedAt}
+		m := dialect.OutgoingMessage{Seq: *r.Seq, Key: string(r.Key), PayloadType: *r.PayloadType, Payload: r.Payload, CreatedAt: *r.CreatedAt}
 		copy(m.ID[:], r.BodyID)
 		if r.Headers != nil {
 			m.Headers = []byte(*r.Headers)
@@ -407,8 +408,8 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN {now_plus_lease} END
 	WHERE partition_id = ?pid AND locked_by = ?owner{async_commit}
 	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased)
-SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.payload_type, m.payload, m.headers, m.created_at
-FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at
+SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`

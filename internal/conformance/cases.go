@@ -29,6 +29,7 @@ func Cases() []Case {
 		{"ParkTransactional", testParkTransactional},                     // 2, 3
 		{"ParkOperatorsRace", testParkOperatorsRace},
 		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware},               // 3, 6
+		{"DeliveryKey", testDeliveryKey},                                             // 1, 6
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3

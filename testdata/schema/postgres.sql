@@ -141,3 +141,10 @@ ALTER TABLE seqbox_vacuum_counter SET (vacuum_truncate = off);
 -- until an operator resumes or skips it (docs/ARCHITECTURE.md, "Failure
 -- policy: dead-letter or park").
 ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS parked_at TIMESTAMPTZ NULL;
+
+-- A message's Key is stored with it and handed to handlers (Delivery.Key),
+-- so a relay can use it as a broker's partition or routing key; a dead
+-- letter keeps it and its replay carries it. Bytes, as Go strings are.
+ALTER TABLE seqbox_body ADD COLUMN IF NOT EXISTS msg_key BYTEA NULL;
+
+ALTER TABLE seqbox_dead_letters ADD COLUMN IF NOT EXISTS msg_key BYTEA NULL;

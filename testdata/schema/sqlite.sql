@@ -104,3 +104,10 @@ CREATE INDEX IF NOT EXISTS seqbox_dead_letters_partition ON seqbox_dead_letters 
 -- until an operator resumes or skips it (docs/ARCHITECTURE.md, "Failure
 -- policy: dead-letter or park").
 ALTER TABLE seqbox_processor ADD COLUMN parked_at TIMESTAMP NULL;
+
+-- A message's Key is stored with it and handed to handlers (Delivery.Key),
+-- so a relay can use it as a broker's partition or routing key; a dead
+-- letter keeps it and its replay carries it. Bytes, as Go strings are.
+ALTER TABLE seqbox_body ADD COLUMN msg_key BLOB NULL;
+
+ALTER TABLE seqbox_dead_letters ADD COLUMN msg_key BLOB NULL;

@@ -276,6 +276,7 @@ type letterJSON struct {
 	Partition   int               `json:"partition"`
 	Seq         int64             `json:"seq"`
 	MessageID   string            `json:"message_id"`
+	Key         []byte            `json:"key,omitempty"` // base64: a key is bytes
 	PayloadType string            `json:"payload_type"`
 	Payload     []byte            `json:"payload,omitempty"`
 	Headers     map[string]string `json:"headers,omitempty"`
@@ -290,7 +291,7 @@ type letterJSON struct {
 }
 
 func toJSON(l deadletter.Letter, full bool) letterJSON {
-	j := letterJSON{ID: l.ID, Queue: l.Queue, Partition: l.Partition, Seq: l.Seq, MessageID: l.MessageID.String(),
+	j := letterJSON{ID: l.ID, Queue: l.Queue, Partition: l.Partition, Seq: l.Seq, MessageID: l.MessageID.String(), Key: []byte(l.Key),
 		PayloadType: l.PayloadType, EnqueuedAt: l.EnqueuedAt, FailedAt: l.FailedAt, LastError: l.LastError,
 		Attempts: l.Attempts, Status: string(l.Status), Note: l.Note, CompletedAt: l.CompletedAt}
 	if l.ReplayID != nil {
@@ -401,6 +402,9 @@ func (d *dlqRun) show(ctx context.Context, id dialect.MessageID) error {
 	w := d.s.stdout
 	fmt.Fprintf(w, "dead letter %d: message %s\n", l.ID, l.MessageID)
 	fmt.Fprintf(w, "queue %s, partition %d, seq %d, type %s\n", l.Queue, l.Partition, l.Seq, l.PayloadType)
+	if l.Key != "" {
+		fmt.Fprintf(w, "key %q\n", l.Key)
+	}
 	fmt.Fprintf(w, "status %s", l.Status)
 	if l.CompletedAt != nil {
 		fmt.Fprintf(w, " since %s", l.CompletedAt.Format(time.RFC3339))

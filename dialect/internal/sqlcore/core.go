@@ -473,8 +473,16 @@ func (c *Core) BodyValues(rows []dialect.MessageRow) schema.QueryAppender {
 	row := c.SQL(stmtBodyRow)
 	return valuesOf(len(rows), func(gen schema.QueryGen, b []byte, i int) []byte {
 		r := &rows[i]
-		return gen.AppendQuery(b, row, r.ID[:], r.PayloadType, r.Payload, headersArg(r.Headers))
+		return gen.AppendQuery(b, row, r.ID[:], KeyArg(r.Key), r.PayloadType, r.Payload, headersArg(r.Headers))
 	})
+}
+
+// KeyArg is a message key as stored: bytes, or NULL for none.
+func KeyArg(key string) any {
+	if key == "" {
+		return nil
+	}
+	return []byte(key)
 }
 
 // IncomingValues renders the VALUES list of incoming rows.
@@ -1046,6 +1054,7 @@ func (c *Core) ProcessorLock(ctx context.Context, p *dialect.ProcessorLockParams
 type OutgoingRow struct {
 	Seq         int64     `bun:"seq"`
 	BodyID      []byte    `bun:"body_id"`
+	Key         []byte    `bun:"msg_key"`
 	PayloadType string    `bun:"payload_type"`
 	Payload     []byte    `bun:"payload"`
 	Headers     *string   `bun:"headers"`
@@ -1054,7 +1063,7 @@ type OutgoingRow struct {
 
 // Message converts a batch row.
 func (r *OutgoingRow) Message() dialect.OutgoingMessage {
-	m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), Key: string(r.Key), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
 	if r.Headers != nil {
 		m.Headers = []byte(*r.Headers)
 	}
@@ -1116,7 +1125,7 @@ func (c *Core) deadLetterInsertMany(ctx context.Context, conn bun.IConn, dls []d
 	row := c.SQL(stmtDeadLetterRow)
 	_, err := c.Raw(conn, c.SQL(stmtInsertDeadLetters), valuesOf(len(dls), func(gen schema.QueryGen, b []byte, i int) []byte {
 		d := &dls[i]
-		return gen.AppendQuery(b, row, d.PartitionID, d.Seq, d.MessageID[:], d.PayloadType, d.Payload,
+		return gen.AppendQuery(b, row, d.PartitionID, d.Seq, d.MessageID[:], KeyArg(d.Key), d.PayloadType, d.Payload,
 			headersArg(d.Headers), d.CreatedAt.UTC(), dialect.ErrorText(d.LastError), d.Attempts, dialect.DeadLetterPending)
 	})).Exec(ctx)
 	return c.Wrap(err)

@@ -70,6 +70,7 @@ type deadLetterRow struct {
 	PartitionID int64      `bun:"partition_id"`
 	Seq         int64      `bun:"seq"`
 	MessageID   []byte     `bun:"message_id"`
+	Key         []byte     `bun:"msg_key"`
 	PayloadType string     `bun:"payload_type"`
 	Payload     []byte     `bun:"payload"`
 	Headers     *string    `bun:"headers"`
@@ -85,7 +86,7 @@ type deadLetterRow struct {
 
 func (r *deadLetterRow) record() dialect.DeadLetterRecord {
 	out := dialect.DeadLetterRecord{ID: r.ID, PartitionID: r.PartitionID, Seq: r.Seq, MessageID: toID(r.MessageID),
-		PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC(), FailedAt: r.FailedAt.UTC(),
+		Key: string(r.Key), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC(), FailedAt: r.FailedAt.UTC(),
 		Attempts: r.Attempts, Status: r.Status}
 	if r.Headers != nil {
 		out.Headers = []byte(*r.Headers)

@@ -54,8 +54,8 @@ const (
 	stmtRegisterProcessor  = "{insert_ignore} INTO {processor} (partition_id) VALUES ? {insert_ignore_tail}"
 	stmtRegisterVacuum     = "{insert_ignore} INTO {vacuum_counter} (partition_id) VALUES ? {insert_ignore_tail}"
 
-	stmtInsertBody      = "INSERT INTO {body} (id, payload_type, payload, headers, created_at) VALUES ?"
-	stmtBodyRow         = "(?, ?, ?, ?, {now})"
+	stmtInsertBody      = "INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?"
+	stmtBodyRow         = "(?, ?, ?, ?, ?, {now})"
 	stmtInsertIncoming  = "INSERT INTO {incoming} (partition_id, body_id) VALUES ?"
 	stmtPendingMessages = "SELECT b.id FROM {body} b LEFT JOIN {outgoing} o ON o.body_id = b.id " +
 		"LEFT JOIN {processor} p ON p.partition_id = o.partition_id " +
@@ -89,7 +89,7 @@ const (
 	stmtLockProcessor  = "SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid " +
 		"AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= {now}) " +
 		"AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}{row_lock}"
-	stmtOutgoingList = "SELECT o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
+	stmtOutgoingList = "SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o {body_of_o} " +
 		"WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit"
 	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
@@ -117,11 +117,11 @@ const (
 		"next_attempt_at = NULL, locked_by = NULL, locked_until = NULL WHERE partition_id IN (?pids){async_commit}"
 	// A batch is a seq range: seqs are gap-free above processed_seq, so
 	// "the next n" is (after, after+n]. Joined with UNION ALL, one per partition.
-	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, b.payload_type, b.payload, b.headers, b.created_at " +
+	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o {body_of_o} WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?"
 	// Dead-letter actions (deadletter.Admin). The filter is one appender
 	// (deadLetterWhere) whose every value goes through bun's placeholders.
-	stmtDeadLetterList = "SELECT id, partition_id, seq, message_id, payload_type, payload, headers, created_at, " +
+	stmtDeadLetterList = "SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at, " +
 		"failed_at, last_error, attempts, status, note, completed_at, replay_id FROM {dead_letters} " +
 		"WHERE ? AND id > ? ORDER BY id LIMIT ?"
 	stmtDeadLetterListLock = stmtDeadLetterList + "{row_lock_wait}"
@@ -136,9 +136,9 @@ const (
 	stmtDeadLetterDelete      = "DELETE FROM {dead_letters} WHERE id IN (?)"
 	stmtPartitionList         = "SELECT id, queue, partition_no FROM {partitions} ORDER BY queue, partition_no"
 	stmtPartitionListQueue    = "SELECT id, queue, partition_no FROM {partitions} WHERE queue = ? ORDER BY partition_no"
-	stmtInsertDeadLetters     = "INSERT INTO {dead_letters} (partition_id, seq, message_id, payload_type, payload, headers, " +
+	stmtInsertDeadLetters     = "INSERT INTO {dead_letters} (partition_id, seq, message_id, msg_key, payload_type, payload, headers, " +
 		"created_at, failed_at, last_error, attempts, status) VALUES ?"
-	stmtDeadLetterRow = "(?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
+	stmtDeadLetterRow = "(?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
 
 	stmtVacuumCounters = "SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v " +
 		"JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq"
