@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"testing"
@@ -112,6 +113,24 @@ func (e *Env) ScratchTable(name, columns string) string {
 	require.NoError(e.T, err)
 	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(context.Background()) })
 	return table
+}
+
+// Settled waits until ob's vacuum has nothing left to prune and returns
+// the row counts, which then stay still while nothing is enqueued: the
+// "writes nothing" checks of a pipeline that has just delivered.
+func (e *Env) Settled(ob *outbox.Outbox) map[string]int {
+	e.T.Helper()
+	var last map[string]int
+	e.Eventually("vacuum to settle", func() bool {
+		if n, err := ob.Sweep(e.Ctx); err != nil || n > 0 {
+			return false
+		}
+		now := e.Counts()
+		settled := maps.Equal(now, last)
+		last = now
+		return settled
+	})
+	return last
 }
 
 // Counts returns the row count of every table.

@@ -74,7 +74,7 @@ func testDeliveryKey(e *Env) {
 	require.Equal(e.T, outbox.PartitionForKey("order-7", 4), parts[changed.ReplayIDs[0]], "to the original partition")
 	mu.Unlock()
 
-	before := e.Counts()
+	before := e.Settled(ob)
 	big := make([]byte, 1000)
 	_, err = ob.Enqueue(e.Ctx, e.DB, "keyed", outbox.Message{Key: string(big[:100]), PayloadType: "t", Payload: big[:1000]})
 	require.ErrorIs(e.T, err, outbox.ErrPayloadTooLarge, "the key counts toward the limit")

@@ -91,7 +91,7 @@ func testTypedHandlersAndMiddleware(e *Env) {
 	require.NoError(e.T, e.DB.NewRaw("SELECT n FROM ?", bun.Ident(table)).Scan(e.Ctx, &ns))
 	require.Equal(e.T, []int{7}, ns)
 
-	before := e.Counts()
+	before := e.Settled(ob)
 	_, err = outbox.JSONMessage("event.v1", make(chan int))
 	require.ErrorIs(e.T, err, outbox.ErrUnencodable)
 	_, err = outbox.NewMessage(nil, "event.v1", 1)
