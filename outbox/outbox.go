@@ -689,6 +689,13 @@ type PartitionStats struct {
 	DeadLetters map[string]int64
 }
 
+// Retrying reports a partition whose head failed and will be retried: a
+// failure was recorded (a lease alone counts an attempt too), and it is
+// not parked.
+func (p PartitionStats) Retrying() bool {
+	return !p.Parked && (p.LastError != "" || !p.NextAttemptAt.IsZero())
+}
+
 // QueueStats sums one queue's partitions.
 type QueueStats struct {
 	Queue       string
@@ -730,8 +737,7 @@ func QueueTotals(ps []PartitionStats) []QueueStats {
 		switch {
 		case p.Parked:
 			q.Parked++
-		case p.LastError != "" || !p.NextAttemptAt.IsZero():
-			// A failure was recorded (a lease alone counts an attempt too).
+		case p.Retrying():
 			q.Retrying++
 		}
 		for st, n := range p.DeadLetters {

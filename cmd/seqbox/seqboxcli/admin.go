@@ -258,7 +258,7 @@ func partitionState(p outbox.PartitionStats) string {
 	switch {
 	case p.Parked:
 		return "parked"
-	case p.LastError != "" || !p.NextAttemptAt.IsZero():
+	case p.Retrying():
 		return "retrying"
 	case p.Unprocessed > 0 || p.Incoming > 0:
 		return "working"
