@@ -276,6 +276,8 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261123000002", "seqbox_schema_vacuum_truncate_all"},
 		{"20261123000003", "seqbox_schema_processor_park"},
 		{"20261123000004", "seqbox_schema_message_key"},
+		{"20261123000005", "seqbox_schema_dedup_keys"},
+		{"20261123000006", "seqbox_schema_purge"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

@@ -202,3 +202,36 @@ func Example_typed() {
 	// order 42 ships with DHL
 	// shipping/0: 1 message(s), error <nil>
 }
+
+// Idempotent enqueue: a retried request that enqueues the same DedupKey
+// within the queue's window (here one hour) gets the first message's id
+// back, and nothing is written twice.
+func Example_dedup() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	charged := make(chan string, 10)
+	ob, err := seqbox.New(db).Migrate(true).
+		Queue("payments", 4, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			charged <- string(d.Payload)
+			return nil
+		}), processor.DedupWindow(time.Hour)).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	charge := outbox.Message{Key: "customer-7", DedupKey: "request-a1b2", PayloadType: "charge.v1", Payload: []byte("19.99 EUR")}
+	first, _ := ob.EnqueueResult(ctx, db, "payments", charge)
+	retry, _ := ob.EnqueueResult(ctx, db, "payments", charge) // the client retried the request
+	fmt.Println("retry is a duplicate:", retry.Duplicate, "same id:", retry.ID == first.ID)
+	_ = ob.WaitProcessed(ctx, first.ID)
+	fmt.Println("charges:", len(charged), <-charged)
+	// Output:
+	// retry is a duplicate: true same id: true
+	// charges: 1 19.99 EUR
+}

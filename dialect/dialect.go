@@ -108,6 +108,7 @@ type Tables struct {
 	Processor     string
 	VacuumCounter string
 	DeadLetters   string
+	DedupKeys     string
 	SchemaVersion string
 }
 
@@ -125,13 +126,14 @@ func NewTables(prefix string) (Tables, error) {
 		Processor:     prefix + "processor",
 		VacuumCounter: prefix + "vacuum_counter",
 		DeadLetters:   prefix + "dead_letters",
+		DedupKeys:     prefix + "dedup_keys",
 		SchemaVersion: prefix + "schema_version",
 	}, nil
 }
 
 // All lists every table, in creation order.
 func (t Tables) All() []string {
-	return []string{t.SchemaVersion, t.Partitions, t.Body, t.Incoming, t.Outgoing, t.Processor, t.VacuumCounter, t.DeadLetters}
+	return []string{t.SchemaVersion, t.Partitions, t.Body, t.Incoming, t.Outgoing, t.Processor, t.VacuumCounter, t.DeadLetters, t.DedupKeys}
 }
 
 // MessageID is a message's client-generated UUIDv7, stored as 16 bytes.
@@ -173,6 +175,18 @@ type Dialect interface {
 	// order, in as many multi-row statements as the chunk bounds and the
 	// database's statement size require. Rows must be validated.
 	MessageInsertMany(ctx context.Context, params *MessageInsertManyParams) error
+	// PurgePartition deletes a partition's unsequenced messages whose
+	// headers match and tombstones its sequenced, undelivered ones (the
+	// processor passes over them), up to Limit of each, in one transaction
+	// holding the partition's sequencer and processor rows.
+	PurgePartition(ctx context.Context, params *PurgeParams) (PurgeResult, error)
+	// DedupClaim claims each key for its message on params.Conn, before the
+	// messages are written, and returns per claim the id that holds the
+	// key: the claim's own (a new key, or an expired one taken over) or the
+	// message that claimed it within its window (a duplicate). A claim
+	// racing another transaction's uncommitted claim of the same key waits
+	// for it (PostgreSQL, InnoDB).
+	DedupClaim(ctx context.Context, params *DedupClaimParams) ([]MessageID, error)
 	// MessagePendingList returns which of the ids are committed and not yet acked.
 	MessagePendingList(ctx context.Context, params *MessagePendingListParams) ([]MessageID, error)
 
@@ -223,6 +237,9 @@ type Dialect interface {
 	// partitions, commits and round trips, not rows, are the cost. It
 	// returns how many messages went.
 	VacuumDelete(ctx context.Context, params *VacuumDeleteParams) (int, error)
+	// DedupExpire deletes up to Limit dedup keys whose window has passed
+	// and returns how many went.
+	DedupExpire(ctx context.Context, params *DedupExpireParams) (int, error)
 
 	// Stats (outbox.StatsStore).
 

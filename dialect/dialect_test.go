@@ -77,12 +77,13 @@ func TestNewTables(t *testing.T) {
 		Processor:     "app_processor",
 		VacuumCounter: "app_vacuum_counter",
 		DeadLetters:   "app_dead_letters",
+		DedupKeys:     "app_dedup_keys",
 		SchemaVersion: "app_schema_version",
 	}, tables)
 	// Creation order: the version table first (bootstrap), and every table once.
 	require.Equal(t, []string{
 		"app_schema_version", "app_partitions", "app_body", "app_incoming",
-		"app_outgoing", "app_processor", "app_vacuum_counter", "app_dead_letters",
+		"app_outgoing", "app_processor", "app_vacuum_counter", "app_dead_letters", "app_dedup_keys",
 	}, tables.All())
 
 	_, err = dialect.NewTables("App")

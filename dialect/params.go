@@ -69,6 +69,60 @@ type MessageInsertManyParams struct {
 	ChunkRows, ChunkBytes int
 }
 
+// DedupClaimParams claims dedup keys of one queue for an enqueue.
+type DedupClaimParams struct {
+	// Conn is the caller's connection or transaction.
+	Conn  bun.IConn
+	Queue string
+	// Window is how long a new claim lasts.
+	Window time.Duration
+	// Claims have distinct keys.
+	Claims []DedupClaim
+}
+
+// DedupClaim is one message's claim of its dedup key.
+type DedupClaim struct {
+	Key string
+	ID  MessageID
+}
+
+// PurgeParams purges one partition's messages whose headers match
+// (docs/ARCHITECTURE.md, "Purge").
+type PurgeParams struct {
+	PartitionID int64
+	// Headers must all match; at least one.
+	Headers []Header
+	// Limit bounds the rows one call takes from each stage.
+	Limit int
+	// LeaseWindow: while the partition's lease is live, the seqs up to its
+	// cursor plus the lease's batch limit may be in the batch being
+	// delivered, and are left to that delivery (counted as InFlight);
+	// LeaseWindow is that limit for a lease that did not record one.
+	LeaseWindow int
+	// DryRun counts what a purge would take, changing nothing.
+	DryRun bool
+}
+
+// Header is one header name and value.
+type Header struct{ Key, Value string }
+
+// PurgeResult is what one PurgePartition call did.
+type PurgeResult struct {
+	// Incoming messages (not sequenced yet) were deleted.
+	Incoming int
+	// Outgoing messages (sequenced, not yet delivered) became tombstones.
+	Outgoing int
+	// InFlight matching messages may be in a batch being delivered now.
+	InFlight int
+	// More: a stage reached Limit; call again.
+	More bool
+}
+
+// DedupExpireParams bounds one prune of expired dedup keys.
+type DedupExpireParams struct {
+	Limit int
+}
+
 // MessagePendingListParams are the message ids to look up.
 type MessagePendingListParams struct {
 	IDs []MessageID
@@ -185,8 +239,11 @@ type OutgoingListParams struct {
 
 // OutgoingMessage is one sequenced message with its body.
 type OutgoingMessage struct {
-	Seq         int64
-	ID          MessageID
+	Seq int64
+	ID  MessageID
+	// Purged: a tombstone (Purge); the processor passes over it without
+	// delivering it.
+	Purged      bool
 	Key         string
 	PayloadType string
 	Payload     []byte

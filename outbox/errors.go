@@ -20,6 +20,7 @@ var (
 	ErrEmptyBatch          = errors.New("seqbox: empty batch")
 	ErrKeyAndPartition     = errors.New("seqbox: message sets both Key and Partition")
 	ErrInvalidHeaders      = errors.New("seqbox: invalid headers")
+	ErrInvalidDedupKey     = errors.New("seqbox: invalid dedup key")
 	// ErrUnencodable: NewMessage could not encode the value (or had no codec).
 	ErrUnencodable            = errors.New("seqbox: value does not encode")
 	ErrNilConn                = errors.New("seqbox: nil connection")
@@ -39,7 +40,8 @@ type MessageError struct {
 	Queue       string
 	Partition   int
 	PayloadType string
-	Size, Max   int // payload sizes, for ErrPayloadTooLarge
+	Size, Max   int    // payload sizes, for ErrPayloadTooLarge
+	DedupKey    string // for ErrInvalidDedupKey
 	Err         error
 }
 
@@ -53,6 +55,8 @@ func (e *MessageError) Error() string {
 		fmt.Fprintf(&b, ": partition %d, queue has %d", e.Partition, e.Max)
 	case errors.Is(e.Err, ErrInvalidPayloadType):
 		fmt.Fprintf(&b, ": %q (1..255 printable ASCII characters)", e.PayloadType)
+	case errors.Is(e.Err, ErrInvalidDedupKey):
+		fmt.Fprintf(&b, ": %d bytes (at most %d bytes of valid UTF-8)", len(e.DedupKey), MaxDedupKeyLen)
 	}
 	return b.String()
 }

@@ -48,6 +48,12 @@ type Message struct {
 	// values must be valid UTF-8 (ErrInvalidHeaders otherwise); they are
 	// delivered exactly as given.
 	Headers map[string]string
+	// DedupKey, when set, makes the enqueue idempotent: a message whose
+	// DedupKey was enqueued to the same queue within the queue's dedup
+	// window (processor.DedupWindow, default 24h) is not written again, and
+	// the enqueue returns the first message's id (EnqueueResult says it was
+	// a duplicate). At most 255 bytes of valid UTF-8.
+	DedupKey string
 }
 
 // Defaults of Config, in one place.
@@ -177,8 +183,9 @@ func (c Config) Validate(d dialect.Base) error {
 }
 
 type queueInfo struct {
-	name string
-	ids  []int64
+	name        string
+	ids         []int64
+	dedupWindow time.Duration
 }
 
 // Outbox is a running outbox: enqueue through it, stop it when done.
@@ -194,7 +201,8 @@ type Outbox struct {
 	procs *processor.Pool
 	vac   *vacuum.Vacuum
 
-	enqueued atomic.Int64
+	enqueued   atomic.Int64
+	duplicates atomic.Int64
 
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -208,6 +216,7 @@ type EnqueueStore interface {
 	dialect.Base
 	QueueRegister(ctx context.Context, params *dialect.QueueRegisterParams) ([][]int64, error)
 	MessageInsertMany(ctx context.Context, params *dialect.MessageInsertManyParams) error
+	DedupClaim(ctx context.Context, params *dialect.DedupClaimParams) ([]dialect.MessageID, error)
 	MessagePendingList(ctx context.Context, params *dialect.MessagePendingListParams) ([]dialect.MessageID, error)
 }
 
@@ -275,7 +284,7 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 			return nil, err
 		}
 		for i, q := range cfg.Queues {
-			o.queues[q.Name] = &queueInfo{name: q.Name, ids: allIDs[i]}
+			o.queues[q.Name] = &queueInfo{name: q.Name, ids: allIDs[i], dedupWindow: q.Options.DedupWindow}
 			specs = append(specs, processor.QueueSpec{Name: q.Name, Handler: q.Handler, Options: q.Options, PartitionIDs: allIDs[i]})
 		}
 	}
@@ -340,62 +349,98 @@ func (o *Outbox) Stop(ctx context.Context) error {
 // returned, or later when Stop's context ended before a handler did.
 func (o *Outbox) Stopped() <-chan struct{} { return o.done }
 
-// Enqueue writes one message on conn (usually the caller's transaction) and
-// returns its id. See EnqueueBatch.
-func (o *Outbox) Enqueue(ctx context.Context, conn bun.IConn, queue string, m Message) (MessageID, error) {
-	ids, err := o.EnqueueBatch(ctx, conn, queue, []Message{m})
-	if err != nil {
-		return MessageID{}, err
-	}
-	return ids[0], nil
+// Enqueued is what an enqueue did with one message.
+type Enqueued struct {
+	// ID is the message's id; for a duplicate, the id of the message that
+	// holds its DedupKey.
+	ID MessageID
+	// Duplicate: the message's DedupKey was enqueued to the queue within
+	// the queue's dedup window, or earlier in the same batch, so this
+	// message was not written.
+	Duplicate bool
 }
 
-// EnqueueBatch validates every message, then writes them on conn in order,
-// in multi-row chunks. Nothing is written if any message is invalid.
+// Enqueue writes one message on conn (usually the caller's transaction) and
+// returns its id, or the first message's id when m is a duplicate (see
+// Message.DedupKey and EnqueueResult). See EnqueueBatch.
+func (o *Outbox) Enqueue(ctx context.Context, conn bun.IConn, queue string, m Message) (MessageID, error) {
+	res, err := o.EnqueueResult(ctx, conn, queue, m)
+	return res.ID, err
+}
+
+// EnqueueResult is Enqueue, also saying whether m was a duplicate.
+func (o *Outbox) EnqueueResult(ctx context.Context, conn bun.IConn, queue string, m Message) (Enqueued, error) {
+	res, err := o.EnqueueBatchResult(ctx, conn, queue, []Message{m})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	return res[0], nil
+}
+
+// EnqueueBatch is EnqueueBatchResult returning only the ids, in order.
+func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]MessageID, error) {
+	res, err := o.EnqueueBatchResult(ctx, conn, queue, msgs)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]MessageID, len(res))
+	for i := range res {
+		ids[i] = res[i].ID
+	}
+	return ids, nil
+}
+
+// EnqueueBatchResult validates every message, then writes them on conn in
+// order, in multi-row chunks, and says per message what it did. Nothing is
+// written if any message is invalid. Messages with a DedupKey claim it
+// first; a duplicate is not written (docs/ARCHITECTURE.md, "Idempotent
+// enqueue").
 //
 // conn is usually the caller's transaction (bun.Tx or *sql.Tx): the messages
-// exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatch runs its own
-// transaction. A bun.Conn or *sql.Conn is used as is, as if it were a
-// transaction the caller owns.
-func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]MessageID, error) {
-	rows, err := o.prepare(queue, msgs)
+// exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatchResult runs
+// its own transaction. A bun.Conn or *sql.Conn is used as is, as if it were
+// a transaction the caller owns.
+func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]Enqueued, error) {
+	b, err := o.prepare(queue, msgs)
 	if err != nil {
 		return nil, err
 	}
 	if err := o.checkOpen(); err != nil {
 		return nil, err
 	}
-	ids := make([]MessageID, len(rows))
-	for i := range rows {
-		ids[i] = rows[i].ID
-	}
 	if isNilConn(conn) {
 		return nil, ErrNilConn
+	}
+	var written []dialect.MessageRow
+	write := func(ctx context.Context, conn bun.IConn) (err error) {
+		written, err = o.write(ctx, conn, b)
+		return err
 	}
 	switch c := conn.(type) {
 	case *bun.DB:
 		err = o.withWriter(func() error {
-			return c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, rows) })
+			return c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
 		})
 		if err == nil {
-			o.markCommitted(rows)
+			o.markCommitted(written)
 		}
 	case *sql.DB:
-		err = o.withWriter(func() error { return o.insertInSQLTx(ctx, c, rows) })
+		err = o.withWriter(func() error { return o.inSQLTx(ctx, c, write) })
 		if err == nil {
-			o.markCommitted(rows)
+			o.markCommitted(written)
 		}
 	default:
-		err = o.insert(ctx, conn, rows)
+		err = write(ctx, conn)
 		if err == nil {
-			o.markPending(ctx, rows)
+			o.markPending(ctx, written)
 		}
 	}
 	if err != nil {
 		return nil, dialect.Wrap(err, fmt.Sprintf("enqueue to %q", queue))
 	}
-	o.enqueued.Add(int64(len(rows)))
-	return ids, nil
+	o.enqueued.Add(int64(len(written)))
+	o.duplicates.Add(int64(len(b.rows) - len(written)))
+	return b.results, nil
 }
 
 // withWriter runs fn holding the process's single-writer lock (SQLite), and
@@ -439,8 +484,24 @@ func (o *Outbox) checkOpen() error {
 	}
 }
 
+// batch is a validated enqueue: its rows, and its dedup claims.
+type batch struct {
+	queue  string
+	window time.Duration
+	rows   []dialect.MessageRow
+	// firstOf[i] is the index of the earlier message of the batch with the
+	// same DedupKey as message i, or -1.
+	firstOf []int
+	// claims are the batch's distinct dedup keys; claimRow[c] is the
+	// message that claims claims[c].
+	claims   []dialect.DedupClaim
+	claimRow []int
+	// results is set by write.
+	results []Enqueued
+}
+
 // prepare validates the whole batch and builds the rows, before any write.
-func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, error) {
+func (o *Outbox) prepare(queue string, msgs []Message) (*batch, error) {
 	if err := ValidateQueueName(queue); err != nil {
 		return nil, err
 	}
@@ -451,7 +512,8 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 	if len(msgs) == 0 {
 		return nil, fmt.Errorf("%w for queue %q", ErrEmptyBatch, queue)
 	}
-	rows := make([]dialect.MessageRow, len(msgs))
+	b := &batch{queue: queue, window: q.dedupWindow, rows: make([]dialect.MessageRow, len(msgs)), firstOf: make([]int, len(msgs))}
+	var seen map[string]int
 	for i := range msgs {
 		m := &msgs[i]
 		fail := func(err error) *MessageError {
@@ -480,35 +542,91 @@ func (o *Outbox) prepare(queue string, msgs []Message) ([]dialect.MessageRow, er
 			e.Size, e.Max = size, o.cfg.MaxPayloadBytes
 			return nil, e
 		}
+		if err := ValidateDedupKey(m.DedupKey); err != nil {
+			e := fail(err)
+			e.DedupKey = m.DedupKey
+			return nil, e
+		}
+		b.firstOf[i] = -1
+		if m.DedupKey != "" {
+			if first, ok := seen[m.DedupKey]; ok {
+				b.firstOf[i] = first
+			} else {
+				if seen == nil {
+					seen = map[string]int{}
+				}
+				seen[m.DedupKey] = i
+				b.claims = append(b.claims, dialect.DedupClaim{Key: m.DedupKey})
+				b.claimRow = append(b.claimRow, i)
+			}
+		}
 		payload := m.Payload
 		if payload == nil {
 			payload = []byte{} // NOT NULL column; an empty payload is valid
 		}
-		rows[i] = dialect.MessageRow{PartitionID: q.ids[part], Key: m.Key, PayloadType: m.PayloadType, Payload: payload, Headers: headers}
+		b.rows[i] = dialect.MessageRow{PartitionID: q.ids[part], Key: m.Key, PayloadType: m.PayloadType, Payload: payload, Headers: headers}
 	}
-	ids := make([][16]byte, len(rows))
+	ids := make([][16]byte, len(b.rows))
 	if err := uuidv7.Fill(ids, time.Now()); err != nil {
 		return nil, err
 	}
-	for i := range rows {
-		rows[i].ID = ids[i]
+	for i := range b.rows {
+		b.rows[i].ID = ids[i]
 	}
+	for c, i := range b.claimRow {
+		b.claims[c].ID = b.rows[i].ID
+	}
+	return b, nil
+}
+
+// write claims the batch's dedup keys, then inserts the messages that are
+// not duplicates, on conn; it returns the rows written and sets b.results.
+// It may run again for the same batch (a retried transaction), so it
+// starts from the batch, never from a previous run's results.
+func (o *Outbox) write(ctx context.Context, conn bun.IConn, b *batch) ([]dialect.MessageRow, error) {
+	results := make([]Enqueued, len(b.rows))
+	for i := range b.rows {
+		results[i] = Enqueued{ID: b.rows[i].ID}
+	}
+	rows := b.rows
+	if len(b.claims) > 0 {
+		holders, err := o.d.DedupClaim(ctx, &dialect.DedupClaimParams{Conn: conn, Queue: b.queue, Window: b.window, Claims: b.claims})
+		if err != nil {
+			return nil, err
+		}
+		for c, holder := range holders {
+			if i := b.claimRow[c]; holder != b.rows[i].ID {
+				results[i] = Enqueued{ID: holder, Duplicate: true}
+			}
+		}
+		rows = make([]dialect.MessageRow, 0, len(b.rows))
+		for i, first := range b.firstOf {
+			if first >= 0 {
+				results[i] = Enqueued{ID: results[first].ID, Duplicate: true}
+			}
+			if !results[i].Duplicate {
+				rows = append(rows, b.rows[i])
+			}
+		}
+	}
+	if len(rows) > 0 {
+		if err := o.d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{
+			Conn: conn, Rows: rows, ChunkRows: o.cfg.EnqueueChunkRows, ChunkBytes: o.cfg.EnqueueChunkBytes,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	b.results = results
 	return rows, nil
 }
 
-// insert writes rows on conn; the SQL layer splits them into statements.
-func (o *Outbox) insert(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-	return o.d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{
-		Conn: conn, Rows: rows, ChunkRows: o.cfg.EnqueueChunkRows, ChunkBytes: o.cfg.EnqueueChunkBytes,
-	})
-}
-
-func (o *Outbox) insertInSQLTx(ctx context.Context, db *sql.DB, rows []dialect.MessageRow) error {
+// inSQLTx runs fn in a transaction of db.
+func (o *Outbox) inSQLTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, conn bun.IConn) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := o.insert(ctx, tx, rows); err != nil {
+	if err := fn(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -639,22 +757,31 @@ func (o *Outbox) pending(ctx context.Context, ids []MessageID) ([]MessageID, err
 type Counters struct {
 	// Enqueued counts messages written by Enqueue calls, including those
 	// whose caller-owned transaction later rolled back.
-	Enqueued     int64
+	Enqueued int64
+	// Duplicates counts messages not written because their DedupKey was
+	// taken (the same caveat applies).
+	Duplicates   int64
 	Sequenced    int64
 	Delivered    int64
 	Retried      int64
 	DeadLettered int64
 	// Parked counts partitions this process parked (the Park policy).
-	Parked   int64
+	Parked int64
+	// Purged counts purged messages this process's processors passed
+	// over (they had a seq already; see Purge) without a handler call.
+	Purged   int64
 	Vacuumed int64
+	// DedupKeysExpired counts dedup keys this process's vacuum pruned.
+	DedupKeysExpired int64
 }
 
 // Counters returns the process counters (cheap: no database access).
 func (o *Outbox) Counters() Counters {
 	pc := o.procs.Counters()
 	return Counters{
-		Enqueued: o.enqueued.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
-		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Parked: pc.Parked, Vacuumed: o.vac.Deleted(),
+		Enqueued: o.enqueued.Load(), Duplicates: o.duplicates.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
+		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Parked: pc.Parked, Purged: pc.Purged, Vacuumed: o.vac.Deleted(),
+		DedupKeysExpired: o.vac.ExpiredKeys(),
 	}
 }
 

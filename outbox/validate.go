@@ -11,6 +11,7 @@ import (
 const (
 	MaxQueueNameLen   = 64
 	MaxPayloadTypeLen = 255
+	MaxDedupKeyLen    = 255
 	MinPartitions     = 1
 	MaxPartitions     = 1024
 )
@@ -40,6 +41,15 @@ func ValidatePayloadType(t string) error {
 		if t[i] < 0x20 || t[i] > 0x7e {
 			return ErrInvalidPayloadType
 		}
+	}
+	return nil
+}
+
+// ValidateDedupKey checks a message's DedupKey: empty (none), or at most
+// MaxDedupKeyLen bytes of valid UTF-8 (operators read keys in tools).
+func ValidateDedupKey(k string) error {
+	if len(k) > MaxDedupKeyLen || !utf8.ValidString(k) {
+		return ErrInvalidDedupKey
 	}
 	return nil
 }

@@ -80,3 +80,20 @@ func FuzzEncodeHeaders(f *testing.F) {
 		require.Equal(t, h, back, "headers altered on the way")
 	})
 }
+
+// FuzzValidateDedupKey: empty (no key) or 1..255 bytes of valid UTF-8.
+func FuzzValidateDedupKey(f *testing.F) {
+	f.Add("")
+	f.Add("order-42")
+	f.Add("\xff")
+	f.Add(string(make([]byte, 256)))
+	f.Add("🙂🙂🙂")
+	f.Fuzz(func(t *testing.T, key string) {
+		err := outbox.ValidateDedupKey(key)
+		if len(key) <= outbox.MaxDedupKeyLen && utf8.ValidString(key) {
+			require.NoError(t, err, "%q", key)
+			return
+		}
+		require.ErrorIs(t, err, outbox.ErrInvalidDedupKey, "%q", key)
+	})
+}

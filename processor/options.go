@@ -12,7 +12,10 @@ import (
 // Queue defaults. A zero field of QueueOptions takes its default; a
 // negative value means "never" where a field allows it.
 const (
-	BatchSizeDefault   = 100
+	BatchSizeDefault = 100
+	// BatchSizeMax bounds BatchSize: no leased batch holds more messages
+	// (Purge leaves that many behind a live lease's cursor to its delivery).
+	BatchSizeMax       = 10000
 	MaxAttemptsDefault = 10
 	// MaxAttemptsNever: the head is never dead-lettered; the partition waits
 	// until the handler succeeds.
@@ -22,6 +25,9 @@ const (
 	LeaseDefault          = 30 * time.Second
 	LeaseHeadroomDefault  = 2 * time.Second
 	HandlerTimeoutDefault = 30 * time.Second
+	DedupWindowDefault    = 24 * time.Hour
+	// DedupWindowMax bounds DedupWindow (about ten years).
+	DedupWindowMax = 10 * 365 * 24 * time.Hour
 )
 
 // QueueOptions tune one queue's processing.
@@ -47,6 +53,10 @@ type QueueOptions struct {
 	OnFailure FailurePolicy
 	// Middleware wraps every handler call, the first outermost (Use).
 	Middleware []Middleware
+	// DedupWindow is how long a message's DedupKey keeps a later message
+	// with the same key from being enqueued to this queue. Used by enqueue,
+	// not by processing. Defaults to 24h.
+	DedupWindow time.Duration
 }
 
 // FailurePolicy is what a queue does with a head message that failed
@@ -87,7 +97,7 @@ func DefaultQueueOptions() QueueOptions {
 		BatchSize: BatchSizeDefault, MaxAttempts: MaxAttemptsDefault,
 		RetryBase: RetryBaseDefault, RetryMax: RetryMaxDefault,
 		Lease: LeaseDefault, LeaseHeadroom: LeaseHeadroomDefault,
-		HandlerTimeout: HandlerTimeoutDefault,
+		HandlerTimeout: HandlerTimeoutDefault, DedupWindow: DedupWindowDefault,
 	}
 }
 
@@ -112,6 +122,7 @@ func (o QueueOptions) WithDefaults() QueueOptions {
 	o.Lease = cmp.Or(o.Lease, LeaseDefault)
 	o.LeaseHeadroom = cmp.Or(o.LeaseHeadroom, min(LeaseHeadroomDefault, o.Lease/2))
 	o.HandlerTimeout = cmp.Or(o.HandlerTimeout, HandlerTimeoutDefault)
+	o.DedupWindow = cmp.Or(o.DedupWindow, DedupWindowDefault)
 	return o
 }
 
@@ -149,6 +160,11 @@ func HandlerTimeout(d time.Duration) QueueOption {
 	return func(o *QueueOptions) { o.HandlerTimeout = d }
 }
 
+// DedupWindow sets how long a dedup key holds (1ms..DedupWindowMax).
+func DedupWindow(d time.Duration) QueueOption {
+	return func(o *QueueOptions) { o.DedupWindow = d }
+}
+
 // ErrInvalidOptions matches every option validation error.
 var ErrInvalidOptions = errors.New("seqbox: invalid queue options")
 
@@ -161,8 +177,8 @@ func (o QueueOptions) Validate() error {
 		return e
 	}
 	switch {
-	case o.BatchSize < 1 || o.BatchSize > 10000:
-		return bad("BatchSize", "%d: must be 1..10000", o.BatchSize)
+	case o.BatchSize < 1 || o.BatchSize > BatchSizeMax:
+		return bad("BatchSize", "%d: must be 1..%d", o.BatchSize, BatchSizeMax)
 	case o.RetryBase <= 0 || o.RetryMax < o.RetryBase:
 		return bad("RetryBase", "%v (max %v): need 0 < base <= max", o.RetryBase, o.RetryMax)
 	case o.Lease < time.Millisecond*100:
@@ -173,6 +189,8 @@ func (o QueueOptions) Validate() error {
 		return bad("HandlerTimeout", "%v: must be > 0", o.HandlerTimeout)
 	case o.OnFailure != DeadLetter && o.OnFailure != Park:
 		return bad("OnFailure", "%v: must be DeadLetter or Park", o.OnFailure)
+	case o.DedupWindow < time.Millisecond || o.DedupWindow > DedupWindowMax:
+		return bad("DedupWindow", "%v: must be 1ms..%v", o.DedupWindow, DedupWindowMax)
 	case o.OnFailure == Park && o.MaxAttempts < 0:
 		return bad("OnFailure", "Park with MaxAttemptsNever: a partition that never gives up never parks; set MaxAttempts")
 	}

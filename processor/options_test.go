@@ -48,6 +48,9 @@ func TestQueueOptionsValidate(t *testing.T) {
 		{"zero handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = 0 }},
 		{"negative handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = -time.Second }},
 		{"unknown failure policy", func(o *processor.QueueOptions) { o.OnFailure = processor.FailurePolicy(7) }},
+		{"zero dedup window", func(o *processor.QueueOptions) { o.DedupWindow = 0 }},
+		{"negative dedup window", func(o *processor.QueueOptions) { o.DedupWindow = -time.Hour }},
+		{"dedup window too long", func(o *processor.QueueOptions) { o.DedupWindow = processor.DedupWindowMax + 1 }},
 		{"park that never gives up", func(o *processor.QueueOptions) {
 			o.OnFailure, o.MaxAttempts = processor.Park, processor.MaxAttemptsNever
 		}},
@@ -84,6 +87,7 @@ func TestNewQueueOptions(t *testing.T) {
 	require.Equal(t, processor.QueueOptions{
 		BatchSize: 100, MaxAttempts: 10, RetryBase: time.Second, RetryMax: 5 * time.Minute,
 		Lease: 30 * time.Second, LeaseHeadroom: 2 * time.Second, HandlerTimeout: 30 * time.Second,
+		DedupWindow: 24 * time.Hour,
 	}, processor.DefaultQueueOptions(), "documented defaults")
 
 	got := processor.NewQueueOptions(
@@ -92,11 +96,12 @@ func TestNewQueueOptions(t *testing.T) {
 		processor.Retry(10*time.Millisecond, time.Second),
 		processor.Lease(time.Minute, 5*time.Second),
 		processor.HandlerTimeout(9*time.Second),
+		processor.DedupWindow(time.Minute),
 		processor.BatchSize(8), // later options win
 	)
 	require.Equal(t, processor.QueueOptions{
 		BatchSize: 8, MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryMax: time.Second,
-		Lease: time.Minute, LeaseHeadroom: 5 * time.Second, HandlerTimeout: 9 * time.Second,
+		Lease: time.Minute, LeaseHeadroom: 5 * time.Second, HandlerTimeout: 9 * time.Second, DedupWindow: time.Minute,
 	}, got)
 
 	// Options left out keep their defaults; zero means default, nil is skipped.

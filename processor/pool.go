@@ -116,6 +116,9 @@ type Counters struct {
 	Retried      int64 // failed handler calls that will be retried
 	DeadLettered int64
 	Parked       int64 // partitions parked (the Park failure policy)
+	// Purged counts tombstones (purged messages that had a seq) passed over
+	// without a handler call.
+	Purged int64
 }
 
 // Store is what the processor needs from the SQL layer (dialect.Dialect
@@ -155,7 +158,7 @@ type Pool struct {
 	// nil when the store has no GroupLeaser.
 	groups *groups
 
-	delivered, retried, deadLettered, parked atomic.Int64
+	delivered, retried, deadLettered, parked, purged atomic.Int64
 }
 
 // NewPool builds the pool; cfg and every queue's options must be valid.
@@ -188,7 +191,8 @@ func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 
 // Counters returns the delivery counts so far.
 func (p *Pool) Counters() Counters {
-	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load(), Parked: p.parked.Load()}
+	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load(),
+		Parked: p.parked.Load(), Purged: p.purged.Load()}
 }
 
 // Notify wakes a partition's task; unknown partitions are ignored.
@@ -511,6 +515,18 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		}
 	}
 	state, msgs := lease.State, lease.Messages
+	if k := leadingPurged(msgs); k > 0 {
+		// Tombstones at the head: pass over them, no handler call.
+		if err := t.apply(ctx, dialect.ProcessorAdvance(t.id, p.cfg.Owner, msgs[k-1].Seq, nil)); err != nil {
+			return t.ackFailed(err)
+		}
+		p.purged.Add(int64(k))
+		return true, nil
+	}
+	full := len(msgs) == limit
+	if cut := firstPurged(msgs); cut < len(msgs) {
+		msgs, full = msgs[:cut], true // the tombstones are the next step's head
+	}
 	abandoned := t.opts.deadLetters(state.Attempts)
 	if abandoned && len(msgs) > 1 {
 		msgs = msgs[:1] // the head was leased MaxAttempts times and never acked: a crash loop
@@ -543,12 +559,12 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
 	}
 	if !abandoned && !o.failed && o.failure == nil && o.dead == 0 {
-		return t.ackAndLease(ctx, o, len(msgs) == limit)
+		return t.ackAndLease(ctx, o, full)
 	}
 	if err := t.recordOutcome(ctx, o.update, t.apply); err != nil {
 		return t.ackFailed(err)
 	}
-	return t.record(o, !abandoned && len(msgs) == limit), nil
+	return t.record(o, !abandoned && full), nil
 }
 
 // ackAndLease acks a clean batch and, while the partition has more work,
@@ -697,6 +713,8 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		b      *Batch
 		herr   error
 		o      outcome
+		full   bool
+		purged int
 	)
 	limit := t.batch
 	err := p.d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -708,6 +726,16 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		msgs, err = p.d.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: tx, PartitionID: t.id, AfterSeq: state.ProcessedSeq, Limit: limit})
 		if err != nil || len(msgs) == 0 {
 			return err
+		}
+		if purged = leadingPurged(msgs); purged > 0 {
+			// Tombstones at the head: pass over them, no handler call.
+			u := dialect.ProcessorAdvance(t.id, "", msgs[purged-1].Seq, nil)
+			u.Conn = tx
+			return p.d.ProcessorUpdate(ctx, u)
+		}
+		full = len(msgs) == limit
+		if cut := firstPurged(msgs); cut < len(msgs) {
+			msgs, full = msgs[:cut], true // the tombstones are the next step's head
 		}
 		b = t.deliveries(msgs, state.Attempts)
 		hctx, cancel := context.WithTimeout(ctx, t.opts.HandlerTimeout)
@@ -726,8 +754,11 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		return false, err
 	case !locked || len(msgs) == 0:
 		return false, nil
+	case purged > 0:
+		p.purged.Add(int64(purged))
+		return true, nil
 	default:
-		return t.record(o, len(msgs) == limit), nil
+		return t.record(o, full), nil
 	}
 	if len(msgs) > 1 {
 		// Rolled back with other messages in the batch: isolate the failing
@@ -758,4 +789,23 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return t.record(o, false), nil
+}
+
+// leadingPurged counts the tombstones (Purge) at the head of a batch.
+func leadingPurged(msgs []dialect.OutgoingMessage) int {
+	n := 0
+	for n < len(msgs) && msgs[n].Purged {
+		n++
+	}
+	return n
+}
+
+// firstPurged is the index of the first tombstone of a batch, or its length.
+func firstPurged(msgs []dialect.OutgoingMessage) int {
+	for i, m := range msgs {
+		if m.Purged {
+			return i
+		}
+	}
+	return len(msgs)
 }

@@ -73,6 +73,7 @@ type Store interface {
 	Tuning() dialect.Tuning
 	VacuumCounterList(ctx context.Context, params *dialect.VacuumCounterListParams) ([]dialect.VacuumCounter, error)
 	VacuumDelete(ctx context.Context, params *dialect.VacuumDeleteParams) (int, error)
+	DedupExpire(ctx context.Context, params *dialect.DedupExpireParams) (int, error)
 }
 
 // TableVacuumer is an optional Store capability, found by type assertion:
@@ -90,6 +91,7 @@ type Vacuum struct {
 	log     *slog.Logger
 	workers int
 	deleted atomic.Int64
+	expired atomic.Int64
 }
 
 // New builds a vacuum; cfg must be validated.
@@ -104,6 +106,9 @@ func New(d Store, cfg Config) *Vacuum {
 
 // Deleted is the number of messages this process has pruned.
 func (v *Vacuum) Deleted() int64 { return v.deleted.Load() }
+
+// ExpiredKeys is the number of dedup keys this process has pruned.
+func (v *Vacuum) ExpiredKeys() int64 { return v.expired.Load() }
 
 // Run sweeps every Interval until stopping closes or ctx ends.
 func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
@@ -149,8 +154,8 @@ func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
 	}
 }
 
-// Sweep prunes every partition with a positive counter once and returns
-// how many messages it deleted.
+// Sweep prunes every partition with a positive counter once, and a chunk
+// of expired dedup keys, and returns how many messages it deleted.
 func (v *Vacuum) Sweep(ctx context.Context) (int, error) {
 	total, _, err := v.sweep(ctx)
 	return total, err
@@ -188,6 +193,14 @@ func (v *Vacuum) sweep(ctx context.Context) (total int, behind bool, err error) 
 		})
 	}
 	_ = g.Wait()
+	// Dedup keys whose window passed, a chunk per sweep; a full chunk
+	// means more are waiting, so the next sweep starts at once.
+	n, err := v.d.DedupExpire(ctx, &dialect.DedupExpireParams{Limit: v.cfg.Chunk})
+	v.expired.Add(int64(n))
+	behind = behind || n == v.cfg.Chunk
+	if err != nil && ctx.Err() == nil {
+		errs = append(errs, err)
+	}
 	if ctx.Err() != nil {
 		return total, behind, ctx.Err()
 	}

@@ -21,6 +21,15 @@ type fakeDialect struct {
 	processed int64
 	sweeps    int
 	swept     chan int // receives the sweep number as each one lists counters
+	keys      int      // expired dedup keys left
+}
+
+func (f *fakeDialect) DedupExpire(_ context.Context, p *dialect.DedupExpireParams) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := min(f.keys, p.Limit)
+	f.keys -= n
+	return n, nil
 }
 
 func (f *fakeDialect) Tuning() dialect.Tuning { return dialect.Tuning{VacuumWorkers: 4} }
@@ -125,4 +134,14 @@ func TestBatches(t *testing.T) {
 		{{PartitionID: 5, FromSeq: 7, ToSeq: 9}},
 	}, got)
 	require.Empty(t, batches(nil, 10))
+}
+
+// Expired dedup keys go a chunk per sweep, and a full chunk makes the next
+// sweep start at once: 25 keys with chunk 10 are gone without waiting for
+// the (one-hour) interval.
+func TestSweepExpiresDedupKeysInChunks(t *testing.T) {
+	f := &fakeDialect{keys: 25, swept: make(chan int, 16)}
+	v, stop := runVacuum(f)
+	require.Eventually(t, func() bool { return v.ExpiredKeys() == 25 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, stop())
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -233,6 +234,23 @@ func (flavor) Fragments() map[string]string {
 		// producer's uncommitted row (no semi-consistent read for DELETE),
 		// stalling the sequencer for as long as that producer stays open.
 		"delete_incoming": "DELETE i FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) d STRAIGHT_JOIN {incoming} i ON i.id = d.id",
+		// Containment of a one-pair object: no JSON path, so no quoting of
+		// the header name inside one.
+		"header_match": "JSON_CONTAINS(b.headers, JSON_OBJECT(?, ?))",
+		// Each key probed by primary key from a JSON list of hex keys: a
+		// locking read of "dedup_key IN (…)" is a range scan under
+		// REPEATABLE READ (a caller's transaction may be), whose gap locks
+		// deadlocked producers claiming unrelated keys.
+		"dedup_returning": "",
+		"dedup_holders": "SELECT d.dedup_key, d.message_id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(510) PATH '$')) j " +
+			"STRAIGHT_JOIN {dedup_keys} d ON d.queue = ? AND d.dedup_key = UNHEX(j.k) FOR UPDATE",
+		// Assignments run left to right: message_id is decided on the old
+		// expires_at, which the second assignment then moves. VALUES() is
+		// the form both MySQL and MariaDB accept.
+		"dedup_upsert": "ON DUPLICATE KEY UPDATE " +
+			"message_id = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(message_id), message_id), " +
+			"expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)",
+		"dedup_expire": "DELETE FROM {dedup_keys} WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT ?",
 		// A row's body, probed by primary key from the row: STRAIGHT_JOIN
 		// keeps the row's table first whatever the statistics say.
 		"body_of_o": "STRAIGHT_JOIN {body} b ON b.id = o.body_id",
@@ -286,6 +304,21 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, name string) (func(contex
 
 func (flavor) DeleteList(rows []sqlcore.MovedRow) any {
 	return sqlcore.IDArray(sqlcore.IncomingIDs(rows), '[', ']')
+}
+
+// DedupKeyList is a JSON array of the keys in hex.
+func (flavor) DedupKeyList(keys [][]byte) any {
+	b := make([]byte, 0, 2*len(keys)*(2+32))
+	b = append(b, '[')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = hex.AppendEncode(b, k)
+		b = append(b, '"')
+	}
+	return string(append(b, ']'))
 }
 
 func (flavor) NumberedParams() bool { return false }

@@ -319,12 +319,12 @@ func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveM
 // is readable yet. It commits durably: the attempt it counts is the trace
 // a crash leaves.
 const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease},
-	attempts = attempts + 1
+	lease_limit = ?limit, attempts = attempts + 1
 	WHERE partition_id = ?pid AND {leasable}
 	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}
 	RETURNING processed_seq, attempts)
-SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
-FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
@@ -335,6 +335,7 @@ type leaseRow struct {
 	Attempts     int        `bun:"attempts"`
 	Seq          *int64     `bun:"seq"`
 	BodyID       []byte     `bun:"body_id"`
+	Purged       *int       `bun:"purged"`
 	Key          []byte     `bun:"msg_key"`
 	PayloadType  *string    `bun:"payload_type"`
 	Payload      []byte     `bun:"payload"`
@@ -364,6 +365,7 @@ func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 			continue
 		}
 		m := dialect.OutgoingMessage{Seq: *r.Seq, Key: string(r.Key), PayloadType: *r.PayloadType, Payload: r.Payload, CreatedAt: *r.CreatedAt}
+		m.Purged = r.Purged != nil && *r.Purged != 0
 		copy(m.ID[:], r.BodyID)
 		if r.Headers != nil {
 			m.Headers = []byte(*r.Headers)
@@ -405,11 +407,12 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 	attempts = CASE WHEN ?seq < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
 	last_error = NULL, next_attempt_at = NULL,
 	locked_by = CASE WHEN ?seq < (SELECT sequence FROM s) THEN locked_by END,
-	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN {now_plus_lease} END
+	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN {now_plus_lease} END,
+	lease_limit = ?limit
 	WHERE partition_id = ?pid AND locked_by = ?owner{async_commit}
 	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased)
-SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
-FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`
@@ -514,7 +517,7 @@ func (d *Dialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParams)
 	// pinned connection. SKIP_LOCKED passes over a table another VACUUM
 	// holds. One table per statement keeps each under a driver's read
 	// timeout (pgdriver's is 10 s by default) on a busy server.
-	for _, table := range []string{"{incoming}", "{outgoing}", "{body}", "{partitions}", "{processor}", "{vacuum_counter}"} {
+	for _, table := range []string{"{incoming}", "{outgoing}", "{body}", "{partitions}", "{processor}", "{vacuum_counter}", "{dedup_keys}"} {
 		if _, err := d.Raw(conn, d.SQL("VACUUM (SKIP_LOCKED) "+table)).Exec(ctx); err != nil {
 			return dialect.TableVacuumResult{}, d.Wrap(err)
 		}
@@ -591,6 +594,20 @@ func (flavor) Fragments() map[string]string {
 		// "id IN (…1000 literals…)" took 1 ms to plan and became a
 		// sequential scan (docs/ARCHITECTURE.md, "Cost that stays flat").
 		"delete_incoming": "DELETE FROM {incoming} WHERE ctid = ANY(CAST(? AS tid[]))",
+		// Headers are JSON text; typed values need no inference.
+		"header_match": "(b.headers::jsonb ->> CAST(? AS text)) = CAST(? AS text)",
+		// Rows an upsert wrote: inserted, or taken over.
+		"dedup_returning": " RETURNING dedup_key",
+		"dedup_holders":   "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ? FOR NO KEY UPDATE",
+		// An unexpired key's row is left alone but locked (ON CONFLICT DO
+		// UPDATE locks the row even when its WHERE is false).
+		"dedup_upsert": "ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = EXCLUDED.message_id, " +
+			"expires_at = EXCLUDED.expires_at WHERE {dedup_keys}.expires_at <= now()",
+		// No DELETE … LIMIT: the chunk is picked by ctid from the expiry
+		// index. A key taken over meanwhile has a new ctid and a new expiry,
+		// and is left (both are checked again on the row's latest version).
+		"dedup_expire": "DELETE FROM {dedup_keys} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {dedup_keys} " +
+			"WHERE expires_at <= now() ORDER BY expires_at LIMIT ?)) AND expires_at <= now()",
 		// A row's body, probed by primary key from the row (LATERAL with a
 		// LIMIT is never flattened into a join the planner may reorder).
 		// A queue table's statistics describe whatever it held when last
@@ -680,5 +697,7 @@ func (flavor) DeleteList(rows []sqlcore.MovedRow) any {
 	}
 	return string(append(b, '}'))
 }
+
+func (flavor) DedupKeyList(keys [][]byte) any { return bun.In(keys) }
 
 func (flavor) NumberedParams() bool { return true }

@@ -137,6 +137,14 @@ func (flavor) Fragments() map[string]string {
 		"table_exists":       "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 		// MVCC readers never wait on rows of open producers here.
 		"delete_incoming": "DELETE FROM {incoming} WHERE id IN (?)",
+		// json_each, not a JSON path: a header name needs no quoting.
+		"header_match":    "EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = ? AND h.value = ?)",
+		"dedup_returning": " RETURNING dedup_key",
+		"dedup_holders":   "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ?",
+		"dedup_upsert": "ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, " +
+			"expires_at = excluded.expires_at WHERE {dedup_keys}.expires_at <= {now}",
+		"dedup_expire": "DELETE FROM {dedup_keys} WHERE rowid IN (SELECT rowid FROM {dedup_keys} " +
+			"WHERE expires_at <= {now} ORDER BY expires_at LIMIT ?)",
 	}
 }
 
@@ -181,5 +189,7 @@ func (flavor) Lock(ctx context.Context, conn bun.Conn, _ string) (func(context.C
 }
 
 func (flavor) DeleteList(rows []sqlcore.MovedRow) any { return bun.List(sqlcore.IncomingIDs(rows)) }
+
+func (flavor) DedupKeyList(keys [][]byte) any { return bun.In(keys) }
 
 func (flavor) NumberedParams() bool { return false }

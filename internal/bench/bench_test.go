@@ -64,6 +64,8 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 		{ScenarioEnqueueSingle, "1/tx, 1 producer"}, {ScenarioEnqueueSingle, "1/tx, 8 producers"},
 		{ScenarioEnqueueBatch, "100/tx, 1 producer, write path only"}, {ScenarioEnqueueBatch, "100/tx, 4 producers, write path only"},
 		{ScenarioEnqueueSingle, "1/tx, 1 producer, write path only"}, {ScenarioEnqueueSingle, "1/tx, 8 producers, write path only"},
+		{ScenarioEnqueueBatch, "100/tx, 1 producer, write path only, dedup keys"}, {ScenarioEnqueueBatch, "100/tx, 4 producers, write path only, dedup keys"},
+		{ScenarioEnqueueSingle, "1/tx, 1 producer, write path only, dedup keys"}, {ScenarioEnqueueSingle, "1/tx, 8 producers, write path only, dedup keys"},
 		{ScenarioDrain, "2000 msgs, 16 partitions"},
 		{ScenarioSustained, "100/tx, 4 producers"},
 		{ScenarioLatency, "200 msgs/s offered, 1/tx, 4 producers"},
@@ -134,8 +136,9 @@ func TestRunSubsetAndNoTablesLeft(t *testing.T) {
 		Duration: 100 * time.Millisecond, Runs: 2,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 2, "no baseline asked for, one producer count: in-process and write-path-only")
+	require.Len(t, rep.Results, 3, "no baseline asked for, one producer count: in-process, write-path-only, with dedup keys")
 	require.Equal(t, "1/tx, 2 producers, write path only", rep.Results[1].Variant)
+	require.Equal(t, "1/tx, 2 producers, write path only, dedup keys", rep.Results[2].Variant)
 	r := rep.Results[0]
 	assert.Equal(t, "1/tx, 2 producers", r.Variant)
 	assert.Nil(t, r.Baseline)
@@ -157,11 +160,13 @@ func TestRunBaselineFollowsEnqueueScenarios(t *testing.T) {
 		Duration: 100 * time.Millisecond, Runs: 1,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 3)
+	require.Len(t, rep.Results, 4)
 	assert.Equal(t, ScenarioEnqueueBatch, rep.Results[0].Scenario)
 	assert.NotNil(t, rep.Results[0].Baseline)
 	assert.NotNil(t, rep.Results[1].Baseline, "the write-path-only figure has the same baseline")
-	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[2].Variant, "no enqueue-single baseline")
+	assert.NotNil(t, rep.Results[2].Baseline, "and the dedup-key figure")
+	assert.Positive(t, rep.Results[2].Extra["vs_write_path"])
+	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[3].Variant, "no enqueue-single baseline")
 
 	rep, err = Run(ctx, Options{
 		Open: openSQLite, Scenarios: []string{ScenarioBaseline}, Producers: 1, Duration: 100 * time.Millisecond, Runs: 1,

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -117,6 +118,8 @@ type run struct {
 	prefix     string
 	partitions int
 	stopped    bool
+	// dedupKeys: every enqueued message gets a new DedupKey.
+	dedupKeys bool
 }
 
 // start migrates fresh tables and starts an outbox on them (with no
@@ -264,6 +267,9 @@ func (b *bencher) enqueueStep(r *run, msgs []outbox.Message, tr *tracker) func(c
 	return func(ctx context.Context) (int, error) {
 		for i := range msgs {
 			msgs[i].Partition = mrand.IntN(r.partitions)
+			if r.dedupKeys {
+				msgs[i].DedupKey = strconv.FormatUint(mrand.Uint64(), 36) + strconv.FormatUint(mrand.Uint64(), 36)
+			}
 		}
 		var ids []outbox.MessageID
 		err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -316,17 +322,18 @@ func (b *bencher) timed(label string, use *usageStats, fn func(m *meter) (float6
 // baseline, alternating them run by run so both see the same drift.
 func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, baselineOn bool, producers, batch int) ([]Result, error) {
 	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
-	var rates, baseRates, writeRates []float64
+	var rates, baseRates, writeRates, dedupRates []float64
 	var seqShare []float64
-	var use, baseUse, writeUse usageStats
+	var use, baseUse, writeUse, dedupUse usageStats
 	writeVariant := variant + ", write path only"
+	dedupVariant := writeVariant + ", dedup keys"
 	for i := range b.opts.Runs {
 		if seqboxOn {
 			var share float64
 			rate, err := b.timed(b.runLabel(scenario, variant, i), &use, func(m *meter) (float64, error) {
 				var err error
 				var rate float64
-				rate, share, err = b.enqueueRun(ctx, producers, batch, false, m)
+				rate, share, err = b.enqueueRun(ctx, producers, batch, false, false, m)
 				return rate, err
 			})
 			if err != nil {
@@ -336,13 +343,23 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 			// The same enqueue in a producer-only process: the write path
 			// alone (two rows per message), with no sequencer competing.
 			rate, err = b.timed(b.runLabel(scenario, writeVariant, i), &writeUse, func(m *meter) (float64, error) {
-				rate, _, err := b.enqueueRun(ctx, producers, batch, true, m)
+				rate, _, err := b.enqueueRun(ctx, producers, batch, true, false, m)
 				return rate, err
 			})
 			if err != nil {
 				return nil, err
 			}
 			writeRates = append(writeRates, rate)
+			// The write path again, every message with a new DedupKey: the
+			// cost of idempotent enqueue (a claim and its read-back per key).
+			rate, err = b.timed(b.runLabel(scenario, dedupVariant, i), &dedupUse, func(m *meter) (float64, error) {
+				rate, _, err := b.enqueueRun(ctx, producers, batch, true, true, m)
+				return rate, err
+			})
+			if err != nil {
+				return nil, err
+			}
+			dedupRates = append(dedupRates, rate)
 		}
 		if baselineOn {
 			rate, err := b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant, i), &baseUse, func(m *meter) (float64, error) {
@@ -375,6 +392,16 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		}
 		writeUse.put(w.Extra)
 		out = append(out, w)
+		k := Result{Scenario: scenario, Variant: dedupVariant, MsgsPerSec: newStat(dedupRates), Baseline: base,
+			Extra: map[string]any{"tx_per_sec": newStat(dedupRates).Median / float64(batch)}}
+		if base != nil && base.Median > 0 {
+			k.Ratio = k.MsgsPerSec.Median / base.Median
+		}
+		if w.MsgsPerSec.Median > 0 {
+			k.Extra["vs_write_path"] = k.MsgsPerSec.Median / w.MsgsPerSec.Median
+		}
+		dedupUse.put(k.Extra)
+		out = append(out, k)
 	}
 	if baselineOn {
 		r := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base, Extra: map[string]any{}}
@@ -390,7 +417,7 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 // database. It also
 // returns the share of the enqueued messages sequenced by the end, which
 // shows whether the sequencer kept up.
-func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producerOnly bool, m *meter) (rate, sequencedPct float64, err error) {
+func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producerOnly, dedupKeys bool, m *meter) (rate, sequencedPct float64, err error) {
 	r, err := b.start(ctx, b.opts.Partitions, nil, producerOnly)
 	if err != nil {
 		return 0, 0, err
@@ -400,6 +427,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producer
 			err = cerr
 		}
 	}()
+	r.dedupKeys = dedupKeys
 	steps := make([]func(context.Context) (int, error), producers)
 	for p := range steps {
 		steps[p] = b.enqueueStep(r, b.messages(batch), nil)

@@ -28,8 +28,12 @@ func Cases() []Case {
 		{"ParkAcrossRestart", testParkAcrossRestart},                     // 2, 4
 		{"ParkTransactional", testParkTransactional},                     // 2, 3
 		{"ParkOperatorsRace", testParkOperatorsRace},
-		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware},               // 3, 6
-		{"DeliveryKey", testDeliveryKey},                                             // 1, 6
+		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware}, // 3, 6
+		{"DeliveryKey", testDeliveryKey},
+		{"DedupKeys", testDedupKeys}, // 1, 6
+		{"DedupRace", testDedupRace},
+		{"PurgeLeased", testPurgeLeased},
+		{"PurgeTransactional", testPurgeTransactional},                               // 1                                             // 1, 6
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3

@@ -136,7 +136,7 @@ func (e *Env) Settled(ob *outbox.Outbox) map[string]int {
 // Counts returns the row count of every table.
 func (e *Env) Counts() map[string]int {
 	out := map[string]int{}
-	for _, t := range []string{"partitions", "body", "incoming", "outgoing", "processor", "vacuum_counter", "dead_letters"} {
+	for _, t := range []string{"partitions", "body", "incoming", "outgoing", "processor", "vacuum_counter", "dead_letters", "dedup_keys"} {
 		out[t] = e.Count(t)
 	}
 	return out

@@ -160,3 +160,44 @@ PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
 EXECUTE sb_migrate_ddl;
 
 DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- Idempotent enqueue (docs/ARCHITECTURE.md, "Idempotent enqueue"): one row
+-- per queue and dedup key while the key's window lasts, written in the
+-- producer's transaction before its message. The primary key is what two
+-- producers racing on one key wait on; expires_at is what the vacuum
+-- prunes by and what lets a later producer take an expired key over.
+CREATE TABLE IF NOT EXISTS seqbox_dedup_keys (
+    queue VARCHAR(64) CHARACTER SET ascii NOT NULL,
+    dedup_key VARBINARY(255) NOT NULL,
+    message_id BINARY(16) NOT NULL,
+    expires_at DATETIME(6) NOT NULL,
+    PRIMARY KEY (queue, dedup_key),
+    KEY seqbox_dedup_keys_expires_at (expires_at)
+) ENGINE=InnoDB;
+
+-- Purge (docs/ARCHITECTURE.md, "Purge"): a purged message that already has
+-- a seq stays as a tombstone, so the partition's seqs stay gap-free; the
+-- processor passes over it without calling the handler. Chosen from
+-- information_schema, so a re-run is a no-op (MySQL 8 has no ADD COLUMN IF
+-- NOT EXISTS); an instant column add on MySQL 8 and MariaDB.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_outgoing' AND column_name = 'purged') = 0,
+    'ALTER TABLE seqbox_outgoing ADD COLUMN purged TINYINT NOT NULL DEFAULT 0', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- The batch limit of the live lease: the seqs a purge must leave to the
+-- delivery in progress are (processed_seq, processed_seq + lease_limit].
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_processor' AND column_name = 'lease_limit') = 0,
+    'ALTER TABLE seqbox_processor ADD COLUMN lease_limit INT NULL', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;

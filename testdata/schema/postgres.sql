@@ -148,3 +148,30 @@ ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS parked_at TIMESTAMPTZ NULL
 ALTER TABLE seqbox_body ADD COLUMN IF NOT EXISTS msg_key BYTEA NULL;
 
 ALTER TABLE seqbox_dead_letters ADD COLUMN IF NOT EXISTS msg_key BYTEA NULL;
+
+-- Idempotent enqueue (docs/ARCHITECTURE.md, "Idempotent enqueue"): one row
+-- per queue and dedup key while the key's window lasts, written in the
+-- producer's transaction before its message. The primary key is what two
+-- producers racing on one key wait on; expires_at is what the vacuum
+-- prunes by and what lets a later producer take an expired key over.
+CREATE TABLE IF NOT EXISTS seqbox_dedup_keys (
+    queue VARCHAR(64) NOT NULL,
+    dedup_key BYTEA NOT NULL,
+    message_id BYTEA NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (queue, dedup_key)
+);
+
+CREATE INDEX IF NOT EXISTS seqbox_dedup_keys_expires_at ON seqbox_dedup_keys (expires_at);
+
+ALTER TABLE seqbox_dedup_keys SET (vacuum_truncate = off);
+
+-- Purge (docs/ARCHITECTURE.md, "Purge"): a purged message that already has
+-- a seq stays as a tombstone, so the partition's seqs stay gap-free; the
+-- processor passes over it without calling the handler. A constant
+-- default: no table rewrite.
+ALTER TABLE seqbox_outgoing ADD COLUMN IF NOT EXISTS purged SMALLINT NOT NULL DEFAULT 0;
+
+-- The batch limit of the live lease: the seqs a purge must leave to the
+-- delivery in progress are (processed_seq, processed_seq + lease_limit].
+ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS lease_limit INTEGER NULL;

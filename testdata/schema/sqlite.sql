@@ -111,3 +111,26 @@ ALTER TABLE seqbox_processor ADD COLUMN parked_at TIMESTAMP NULL;
 ALTER TABLE seqbox_body ADD COLUMN msg_key BLOB NULL;
 
 ALTER TABLE seqbox_dead_letters ADD COLUMN msg_key BLOB NULL;
+
+-- Idempotent enqueue (docs/ARCHITECTURE.md, "Idempotent enqueue"): one row
+-- per queue and dedup key while the key's window lasts, written in the
+-- producer's transaction before its message; expires_at is what the vacuum
+-- prunes by and what lets a later producer take an expired key over.
+CREATE TABLE IF NOT EXISTS seqbox_dedup_keys (
+    queue TEXT NOT NULL,
+    dedup_key BLOB NOT NULL,
+    message_id BLOB NOT NULL,
+    expires_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (queue, dedup_key)
+);
+
+CREATE INDEX IF NOT EXISTS seqbox_dedup_keys_expires_at ON seqbox_dedup_keys (expires_at);
+
+-- Purge (docs/ARCHITECTURE.md, "Purge"): a purged message that already has
+-- a seq stays as a tombstone, so the partition's seqs stay gap-free; the
+-- processor passes over it without calling the handler.
+ALTER TABLE seqbox_outgoing ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
+
+-- The batch limit of the live lease: the seqs a purge must leave to the
+-- delivery in progress are (processed_seq, processed_seq + lease_limit].
+ALTER TABLE seqbox_processor ADD COLUMN lease_limit INTEGER NULL;

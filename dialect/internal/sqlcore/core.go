@@ -48,6 +48,9 @@ type Flavor interface {
 	// DeleteList renders what the delete_incoming statement deletes a
 	// move's rows by, as one value: their ids, or (PostgreSQL) their ctids.
 	DeleteList(rows []MovedRow) any
+	// DedupKeyList renders the keys the dedup_holders statement reads, as
+	// one value.
+	DedupKeyList(keys [][]byte) any
 	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
 	NumberedParams() bool
 	// Lock takes a database-wide named lock on a pinned connection for
@@ -129,6 +132,8 @@ func fragments(f Flavor) map[string]string {
 		"leasable":       fragmentLeasable,
 		"now_plus_lease": f.NowPlus("?lease_us"),
 		"now_plus_retry": f.NowPlus("?retry_us"),
+		// Positional: the window of a dedup-key row in a VALUES list.
+		"now_plus_window": f.NowPlus("?"),
 	}
 	for k, v := range f.Fragments() {
 		out[k] = v
@@ -796,9 +801,18 @@ type stateRow struct {
 	Attempts     int   `bun:"attempts"`
 }
 
-// LeaseArgs are the named values (?owner, ?lease_us, ?pid) of a lease.
+// LeaseArgs are the named values (?owner, ?lease_us, ?pid, ?limit) of a lease.
 func LeaseArgs(p *dialect.ProcessorLeaseParams) Args {
-	return Args{"owner": p.Owner, "lease_us": p.Duration.Microseconds(), "pid": p.PartitionID}
+	return Args{"owner": p.Owner, "lease_us": p.Duration.Microseconds(), "pid": p.PartitionID, "limit": p.Limit}
+}
+
+// maxLimit is the largest of a group's batch limits.
+func maxLimit(limits map[int64]int) int {
+	m := 0
+	for _, l := range limits {
+		m = max(m, l)
+	}
+	return m
 }
 
 // LeaseReturning takes the lease with UPDATE … RETURNING on conn (SQLite).
@@ -899,17 +913,17 @@ func (c *Core) LeaseGroupStatements(ctx context.Context, p *dialect.ProcessorLea
 	for i, l := range p.Leases {
 		pids[i] = l.PartitionID
 	}
+	limits := make(map[int64]int, len(p.Leases))
+	for _, l := range p.Leases {
+		limits[l.PartitionID] = l.Limit
+	}
 	var taken []groupState
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
-		taken, err = c.leaseGroup(ctx, tx, pids, p.Leases[0].Owner, p.Leases[0].Duration)
+		taken, err = c.leaseGroup(ctx, tx, pids, p.Leases[0].Owner, p.Leases[0].Duration, maxLimit(limits))
 		return err
 	})
 	if err != nil {
 		return nil, err
-	}
-	limits := make(map[int64]int, len(p.Leases))
-	for _, l := range p.Leases {
-		limits[l.PartitionID] = l.Limit
 	}
 	leases, err := c.readGroup(ctx, taken, limits)
 	if err != nil {
@@ -924,7 +938,9 @@ func (c *Core) LeaseGroupStatements(ctx context.Context, p *dialect.ProcessorLea
 
 // leaseGroup locks the rows of pids that can be leased (skipping any
 // another transaction holds) and leases them to owner, on tx.
-func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner string, d time.Duration) ([]groupState, error) {
+// limit is recorded as every lease's lease_limit: the largest batch of the
+// group, an upper bound for each (see Purge).
+func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner string, d time.Duration, limit int) ([]groupState, error) {
 	var rows []groupState
 	if err := c.Raw(tx, c.SQL(stmtGroupLockLeasable), Args{"pids": bun.List(pids)}).Scan(ctx, &rows); err != nil {
 		return nil, c.Wrap(err)
@@ -936,7 +952,7 @@ func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner st
 	for i, r := range rows {
 		ids[i] = r.PartitionID
 	}
-	_, err := c.Raw(tx, c.SQL(stmtGroupTakeLease), Args{"pids": bun.List(ids), "owner": owner, "lease_us": d.Microseconds()}).Exec(ctx)
+	_, err := c.Raw(tx, c.SQL(stmtGroupTakeLease), Args{"pids": bun.List(ids), "owner": owner, "lease_us": d.Microseconds(), "limit": limit}).Exec(ctx)
 	return rows, c.Wrap(err)
 }
 
@@ -992,6 +1008,10 @@ func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.Processor
 		}
 		pids[i] = it.Ack.PartitionID
 	}
+	limits := make(map[int64]int, len(p.Items))
+	for _, it := range p.Items {
+		limits[it.Next.PartitionID] = it.Next.Limit
+	}
 	var owned []int64
 	var taken []groupState
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -1013,15 +1033,11 @@ func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.Processor
 			return c.Wrap(err)
 		}
 		var err error
-		taken, err = c.leaseGroup(ctx, tx, owned, owner, lease)
+		taken, err = c.leaseGroup(ctx, tx, owned, owner, lease, maxLimit(limits))
 		return err
 	})
 	if err != nil {
 		return nil, err
-	}
-	limits := make(map[int64]int, len(p.Items))
-	for _, it := range p.Items {
-		limits[it.Next.PartitionID] = it.Next.Limit
 	}
 	leases, err := c.readGroup(ctx, taken, limits)
 	if err != nil {
@@ -1054,6 +1070,7 @@ func (c *Core) ProcessorLock(ctx context.Context, p *dialect.ProcessorLockParams
 type OutgoingRow struct {
 	Seq         int64     `bun:"seq"`
 	BodyID      []byte    `bun:"body_id"`
+	Purged      int       `bun:"purged"`
 	Key         []byte    `bun:"msg_key"`
 	PayloadType string    `bun:"payload_type"`
 	Payload     []byte    `bun:"payload"`
@@ -1063,7 +1080,7 @@ type OutgoingRow struct {
 
 // Message converts a batch row.
 func (r *OutgoingRow) Message() dialect.OutgoingMessage {
-	m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), Key: string(r.Key), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
+	m := dialect.OutgoingMessage{Seq: r.Seq, ID: toID(r.BodyID), Purged: r.Purged != 0, Key: string(r.Key), PayloadType: r.PayloadType, Payload: r.Payload, CreatedAt: r.CreatedAt}
 	if r.Headers != nil {
 		m.Headers = []byte(*r.Headers)
 	}

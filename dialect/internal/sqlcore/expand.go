@@ -31,6 +31,7 @@ func NewExpander(t dialect.Tables, fragments map[string]string) *Expander {
 		"processor":      t.Processor,
 		"vacuum_counter": t.VacuumCounter,
 		"dead_letters":   t.DeadLetters,
+		"dedup_keys":     t.DedupKeys,
 		"schema_version": t.SchemaVersion,
 	}
 	for k, v := range fragments {

@@ -32,6 +32,15 @@ package sqlcore
 //	body_of_o           the body row (as b) of outgoing row o, joined so that
 //	                    o is read first and body probed by primary key on
 //	                    any statistics; body_of_i the same for incoming i
+//	header_match        a condition: body b's headers hold the name ? with
+//	                    the value ? (two bound values)
+//	dedup_upsert        the tail of the dedup-key INSERT: take an expired
+//	                    key over in place, leave an unexpired one alone
+//	dedup_returning     " RETURNING dedup_key" where an upsert can return
+//	                    the rows it wrote, else ""
+//	dedup_holders       the whole statement reading the holders of keys
+//	                    (?, Flavor.DedupKeyList) of queue ?, locking them
+//	dedup_expire        the whole statement deleting up to ? expired keys
 //	async_commit        a condition, always true, that makes the statement's
 //	                    transaction commit without waiting for its log
 //	                    flush (PostgreSQL), or ""
@@ -81,7 +90,7 @@ const (
 	// attempts counts at acquire, so a crash before the ack leaves a trace;
 	// the sub-select makes an empty partition never take a lease. Named
 	// values: ?owner ?lease_us ?pid.
-	stmtLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, attempts = attempts + 1 " +
+	stmtLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, lease_limit = ?limit, attempts = attempts + 1 " +
 		"WHERE partition_id = ?pid AND {leasable} " +
 		"AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)"
 	stmtLeaseReturning = stmtLease + " RETURNING processed_seq, attempts"
@@ -89,7 +98,7 @@ const (
 	stmtLockProcessor  = "SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid " +
 		"AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= {now}) " +
 		"AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}{row_lock}"
-	stmtOutgoingList = "SELECT o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
+	stmtOutgoingList = "SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o {body_of_o} " +
 		"WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit"
 	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
@@ -107,7 +116,7 @@ const (
 		"WHERE partition_id IN (?pids) AND {leasable} " +
 		"AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) " +
 		"ORDER BY partition_id{row_lock}"
-	stmtGroupTakeLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, attempts = attempts + 1 " +
+	stmtGroupTakeLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, lease_limit = ?limit, attempts = attempts + 1 " +
 		"WHERE partition_id IN (?pids){async_commit}"
 	// The acks wait for a row lock instead of skipping: the rows are ours
 	// unless a lease expired, and a skip would read as a lost lease.
@@ -117,7 +126,7 @@ const (
 		"next_attempt_at = NULL, locked_by = NULL, locked_until = NULL WHERE partition_id IN (?pids){async_commit}"
 	// A batch is a seq range: seqs are gap-free above processed_seq, so
 	// "the next n" is (after, after+n]. Joined with UNION ALL, one per partition.
-	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
+	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
 		"FROM {outgoing} o {body_of_o} WHERE o.partition_id = ? AND o.seq > ? AND o.seq <= ?"
 	// Dead-letter actions (deadletter.Admin). The filter is one appender
 	// (deadLetterWhere) whose every value goes through bun's placeholders.
@@ -232,5 +241,20 @@ func allStatements() []string {
 		stmtDeadLetterCount,
 		stmtParkedList,
 		stmtParkedLock,
+		stmtDedupClaim,
+		stmtDedupRow,
+		stmtDedupHolders,
+		stmtDedupExpire,
+		stmtPurgeLockPartition,
+		stmtPurgeLockProcessor,
+		stmtPurgeReadProcessor,
+		withMatches(stmtPurgeIncoming, 1),
+		withMatches(stmtPurgeCountIncoming, 1),
+		withMatches(stmtPurgeOutgoing, 1),
+		withMatches(stmtPurgeCountOutgoing, 1),
+		stmtPurgeDeleteIncoming,
+		stmtPurgeDeleteBodies,
+		stmtPurgeTombstone,
+		stmtPurgeBlankBodies,
 	}
 }
