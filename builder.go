@@ -232,6 +232,25 @@ func Partitions(ctx context.Context, db *bun.DB, prefix string) (*processor.Admi
 	return processor.NewAdmin(d, nil), nil
 }
 
+// Purge removes a queue's undelivered messages whose headers match f,
+// without a running outbox (the CLI's purge); see outbox.Purge.
+func Purge(ctx context.Context, db *bun.DB, prefix, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, error) {
+	d, err := Dialect(ctx, db, prefix)
+	if err != nil {
+		return outbox.PurgeResult{}, err
+	}
+	return outbox.Purge(ctx, d, queue, f)
+}
+
+// PreviewPurge counts what Purge would remove now, changing nothing.
+func PreviewPurge(ctx context.Context, db *bun.DB, prefix, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, error) {
+	d, err := Dialect(ctx, db, prefix)
+	if err != nil {
+		return outbox.PurgeResult{}, err
+	}
+	return outbox.PreviewPurge(ctx, d, queue, f)
+}
+
 // Stats reads every partition's backlog and dead letters for a database
 // and table prefix, without starting a pipeline (the CLI's status).
 func Stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {

@@ -235,3 +235,48 @@ func Example_dedup() {
 	// retry is a duplicate: true same id: true
 	// charges: 1 19.99 EUR
 }
+
+// Purge by header: an organisation is deleted, and its messages that are
+// still waiting go with it; the other tenants' messages are delivered.
+func Example_purge() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	// A producer-only process: the messages wait, as behind a slow consumer.
+	producer, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("mail", 2, nil).Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, tenant := range []string{"42", "7", "42"} {
+		_, _ = producer.Enqueue(ctx, db, "mail", outbox.Message{Key: "tenant-" + tenant, PayloadType: "mail.v1",
+			Payload: []byte("hello " + tenant), Headers: map[string]string{"tenant": tenant}})
+	}
+	gone := outbox.PurgeFilter{Headers: map[string]string{"tenant": "42"}}
+	preview, _ := producer.PreviewPurge(ctx, "mail", gone)
+	fmt.Println("would purge:", preview.Incoming+preview.Outgoing)
+	res, err := producer.Purge(ctx, "mail", gone)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("purged:", res.Incoming+res.Outgoing)
+	_ = producer.Stop(ctx)
+
+	sent := make(chan string, 10)
+	consumer, err := seqbox.New(db).Queue("mail", 2, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		sent <- string(d.Payload)
+		return nil
+	})).Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer consumer.Stop(ctx)
+	fmt.Println("sent:", <-sent)
+	// Output:
+	// would purge: 2
+	// purged: 2
+	// sent: hello 7
+}

@@ -322,8 +322,8 @@ const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, loc
 	lease_limit = ?limit, attempts = attempts + 1
 	WHERE partition_id = ?pid AND {leasable}
 	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid){async_commit}
-	RETURNING processed_seq, attempts)
-SELECT l.processed_seq, l.attempts, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+	RETURNING processed_seq, attempts, purges)
+SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
@@ -333,6 +333,8 @@ type leaseRow struct {
 	Leased       *bool      `bun:"leased"` // ackLeaseSQL only
 	ProcessedSeq int64      `bun:"processed_seq"`
 	Attempts     int        `bun:"attempts"`
+	Purges       int64      `bun:"purges"`
+	SeenPurges   int64      `bun:"seen_purges"`
 	Seq          *int64     `bun:"seq"`
 	BodyID       []byte     `bun:"body_id"`
 	Purged       *int       `bun:"purged"`
@@ -353,7 +355,20 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 	if len(rows) == 0 {
 		return dialect.ProcessorLeaseResult{}, nil
 	}
-	return leaseResult(rows), nil
+	return d.fresh(ctx, p, leaseResult(rows), rows[0])
+}
+
+// fresh re-reads the batch of a lease statement that read it from a
+// snapshot older than a purge of the partition: the statement waited for
+// the purge's lock on the processor row, and its read of outgoing, which
+// shares the statement's snapshot, cannot see the tombstones. The purge
+// counter the UPDATE returns (the row's latest version) then differs from
+// the one the statement's own snapshot sees (docs/ARCHITECTURE.md, "Purge").
+func (d *Dialect) fresh(ctx context.Context, p *dialect.ProcessorLeaseParams, res dialect.ProcessorLeaseResult, r leaseRow) (dialect.ProcessorLeaseResult, error) {
+	if r.Purges == r.SeenPurges {
+		return res, nil
+	}
+	return d.LeaseRead(ctx, d.DB(), p, res.State)
 }
 
 // leaseResult converts the rows of a lease statement.
@@ -410,8 +425,8 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN {now_plus_lease} END,
 	lease_limit = ?limit
 	WHERE partition_id = ?pid AND locked_by = ?owner{async_commit}
-	RETURNING processed_seq, attempts, locked_by IS NOT NULL AS leased)
-SELECT u.processed_seq, u.attempts, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
+	RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased)
+SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM {outgoing} o {body_of_o}
 	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
@@ -436,7 +451,7 @@ func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAck
 	if rows[0].Leased == nil || !*rows[0].Leased {
 		return dialect.ProcessorLeaseResult{}, nil
 	}
-	return leaseResult(rows), nil
+	return d.fresh(ctx, next, leaseResult(rows), rows[0])
 }
 
 // ProcessorLeaseGroup takes several partitions' leases in one transaction;
@@ -698,6 +713,6 @@ func (flavor) DeleteList(rows []sqlcore.MovedRow) any {
 	return string(append(b, '}'))
 }
 
-func (flavor) DedupKeyList(keys [][]byte) any { return bun.In(keys) }
+func (flavor) DedupKeyList(keys [][]byte) any { return bun.List(keys) }
 
 func (flavor) NumberedParams() bool { return true }

@@ -33,7 +33,8 @@ func Cases() []Case {
 		{"DedupKeys", testDedupKeys}, // 1, 6
 		{"DedupRace", testDedupRace},
 		{"PurgeLeased", testPurgeLeased},
-		{"PurgeTransactional", testPurgeTransactional},                               // 1                                             // 1, 6
+		{"PurgeTransactional", testPurgeTransactional},
+		{"PurgeRacesLease", testPurgeRacesLease},                                     // 1                                             // 1, 6
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
+	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -140,4 +141,78 @@ func testPurge(e *Env, transactional bool) {
 	_, err = ob.Purge(e.Ctx, "bad queue!", filter)
 	require.ErrorIs(e.T, err, outbox.ErrInvalidQueueName)
 	require.Equal(e.T, before, e.Counts())
+}
+
+// testPurgeRacesLease: a lease taken while a purge holds the partition's
+// processor row waits for it, and then sees the purge's tombstones: its
+// batch is never read from before the purge (on PostgreSQL the lease is
+// one statement whose snapshot predates the purge's commit; it must
+// notice and read again).
+func testPurgeRacesLease(e *Env) {
+	const queue = "race"
+	prod := e.Start(e.Builder().ProducerOnly().Queue(queue, 1, nil))
+	_, err := prod.EnqueueBatch(e.Ctx, e.DB, queue, []outbox.Message{
+		{PayloadType: "t", Payload: []byte("1")}, {PayloadType: "t", Payload: []byte("2")}, {PayloadType: "t", Payload: []byte("3")},
+	})
+	require.NoError(e.T, err)
+	pid := prod.PartitionIDs(queue)[0]
+	moved, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
+	require.NoError(e.T, err)
+	require.Equal(e.T, 3, moved.Moved)
+
+	// The purge's transaction, held open: it has the processor row and has
+	// made seq 2 a tombstone.
+	tx, err := e.DB.BeginTx(e.Ctx, nil)
+	require.NoError(e.T, err)
+	_, err = tx.NewRaw("UPDATE ? SET purges = purges + 1 WHERE partition_id = ?", bun.Ident(e.Prefix+"processor"), pid).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	_, err = tx.NewRaw("UPDATE ? SET purged = 1 WHERE partition_id = ? AND seq = 2", bun.Ident(e.Prefix+"outgoing"), pid).Exec(e.Ctx)
+	require.NoError(e.T, err)
+
+	type leased struct {
+		res dialect.ProcessorLeaseResult
+		err error
+	}
+	done := make(chan leased, 1)
+	go func() {
+		res, err := e.D.ProcessorLease(e.Ctx, &dialect.ProcessorLeaseParams{PartitionID: pid, Owner: "racer", Duration: time.Minute, Limit: 10})
+		done <- leased{res, err}
+	}()
+	time.Sleep(300 * time.Millisecond) // let the lease start and wait on the row
+	require.NoError(e.T, tx.Commit())
+	got := <-done
+	require.NoError(e.T, got.err)
+	require.True(e.T, got.res.Leased)
+	require.Len(e.T, got.res.Messages, 3)
+	require.False(e.T, got.res.Messages[0].Purged)
+	require.True(e.T, got.res.Messages[1].Purged, "the lease read its batch from before the purge")
+	require.False(e.T, got.res.Messages[2].Purged)
+
+	// The same race against an ack that takes the next lease at once
+	// (processor.AckLeaser; one statement on PostgreSQL).
+	al, ok := e.D.(processor.AckLeaser)
+	if !ok {
+		return
+	}
+	tx, err = e.DB.BeginTx(e.Ctx, nil)
+	require.NoError(e.T, err)
+	_, err = tx.NewRaw("UPDATE ? SET purges = purges + 1 WHERE partition_id = ?", bun.Ident(e.Prefix+"processor"), pid).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	_, err = tx.NewRaw("UPDATE ? SET purged = 1 WHERE partition_id = ? AND seq = 3", bun.Ident(e.Prefix+"outgoing"), pid).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	go func() {
+		res, err := al.ProcessorAckLease(e.Ctx, &dialect.ProcessorAckLeaseParams{
+			Ack:  dialect.ProcessorAdvance(pid, "racer", 1, nil),
+			Next: &dialect.ProcessorLeaseParams{PartitionID: pid, Owner: "racer", Duration: time.Minute, Limit: 10},
+		})
+		done <- leased{res, err}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	require.NoError(e.T, tx.Commit())
+	got = <-done
+	require.NoError(e.T, got.err)
+	require.True(e.T, got.res.Leased)
+	require.Len(e.T, got.res.Messages, 2)
+	require.True(e.T, got.res.Messages[0].Purged)
+	require.True(e.T, got.res.Messages[1].Purged, "the ack's next batch read from before the purge")
 }

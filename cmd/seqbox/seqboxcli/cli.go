@@ -46,6 +46,7 @@ func commands() []command {
 		{name: "status", summary: "backlog, oldest waiting message, retrying partitions and dead letters per queue", run: runStatus, usage: statusUsage},
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
 		{name: "partitions", summary: "list parked partitions and resume or skip them", run: runPartitions, usage: partitionsUsage},
+		{name: "purge", summary: "remove a queue's undelivered messages by header, e.g. a deleted tenant's (--yes)", run: runPurge, usage: purgeUsage},
 	}
 }
 

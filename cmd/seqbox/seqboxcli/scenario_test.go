@@ -234,3 +234,72 @@ func TestPartitionsUsage(t *testing.T) {
 	require.Contains(t, out, "usage: seqbox partitions")
 	require.Contains(t, out, "-all")
 }
+
+// TestScenarioPurgeTenant: a tenant is deleted while its messages wait
+// behind a parked head: `seqbox purge` previews them, then removes them
+// with --yes, and once the partition is resumed only the other tenant's
+// messages are delivered. On each database.
+func TestScenarioPurgeTenant(t *testing.T) {
+	for name, dsn := range cliTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			s := newScenario(ctx, t, dsn, processor.OnFailure(processor.Park))
+			msg := func(payload, tenant string) outbox.Message {
+				return outbox.Message{PayloadType: "t", Payload: []byte(payload), Headers: map[string]string{"tenant": tenant}}
+			}
+			ids, err := s.ob.EnqueueBatch(ctx, s.db, "q", []outbox.Message{msg("bad1", "7"), msg("a1", "42"), msg("a2", "42"), msg("b", "7")})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				return strings.Contains(s.cli(seqboxcli.ExitOK, "partitions", "list"), "cannot handle bad1")
+			}, time.Minute, 20*time.Millisecond, "the partition parks")
+			require.Eventually(t, func() bool {
+				return strings.Contains(s.cli(seqboxcli.ExitOK, "purge", "--queue", "q", "--header", "tenant=42"), "would purge 2 message(s)")
+			}, time.Minute, 20*time.Millisecond, "both sequenced")
+			out := s.cli(seqboxcli.ExitOK, "purge", "--queue", "q", "--header", "tenant=42")
+			require.Contains(t, out, "nothing changed")
+			require.Contains(t, out, "NOT SEQUENCED")
+
+			out = s.cli(seqboxcli.ExitOK, "purge", "--queue", "q", "--header", "tenant=42", "--yes", "--json")
+			var purged struct {
+				DryRun   bool `json:"dry_run"`
+				Incoming int  `json:"incoming"`
+				Outgoing int  `json:"outgoing"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(out), &purged))
+			require.Equal(t, 2, purged.Outgoing)
+			require.False(t, purged.DryRun)
+			require.Contains(t, s.cli(seqboxcli.ExitOK, "purge", "--queue", "q", "--header", "tenant=42"), "would purge 0 message(s)")
+
+			s.fixed.Store(true)
+			s.cli(seqboxcli.ExitOK, "partitions", "resume", "--queue", "q", "--all", "--yes")
+			require.NoError(t, s.ob.WaitProcessed(ctx, ids...))
+			require.Equal(t, []string{"bad1", "b"}, s.log.of(0), "the purged tenant's messages never delivered")
+
+			code, _, errOut := run(t, "purge", "--queue", "nope", "--header", "tenant=42", "--dsn", dsn, "--prefix", s.prefix)
+			require.Equal(t, seqboxcli.ExitFailure, code)
+			require.Contains(t, errOut, "not registered")
+		})
+	}
+}
+
+func TestPurgeUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--header", "a=b"}, "--queue is required"},
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--queue", "q"}, "--header is required"},
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--queue", "q", "--header", "novalue"}, "want name=value"},
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--queue", "q", "--header", "a=1", "--header", "a=2"}, "given twice"},
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--queue", "q", "--header", "a=\xff"}, "invalid purge filter"},
+		{[]string{"purge", "--queue", "q", "--header", "a=b"}, "--dsn is required"},
+		{[]string{"purge", "--dsn", "sqlite:x.db", "--queue", "q", "--header", "a=b", "extra"}, `unexpected argument "extra"`},
+	} {
+		code, out, errOut := run(t, tt.args...)
+		require.Equal(t, seqboxcli.ExitUsage, code, "%v\nstdout:\n%s\nstderr:\n%s", tt.args, out, errOut)
+		require.Contains(t, errOut, tt.stderr)
+	}
+}

@@ -33,6 +33,9 @@ const (
 	// A tombstone keeps its body row (the id, for WaitProcessed and the
 	// vacuum's join) but not its data.
 	stmtPurgeBlankBodies = "UPDATE {body} SET payload = ?, headers = NULL, msg_key = NULL WHERE id IN (?)"
+	// Counts the purges that made tombstones: a lease statement that read
+	// its batch from an older snapshot sees it changed (PostgreSQL).
+	stmtPurgeCount = "UPDATE {processor} SET purges = purges + 1 WHERE partition_id = ?"
 )
 
 // withMatches fills {header_matches} for n headers.
@@ -114,10 +117,10 @@ func (c *Core) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dial
 			for i, r := range in {
 				ids[i], bodies[i] = r.ID, r.BodyID
 			}
-			if _, err := c.Raw(tx, c.SQL(stmtPurgeDeleteIncoming), bun.In(ids)).Exec(ctx); err != nil {
+			if _, err := c.Raw(tx, c.SQL(stmtPurgeDeleteIncoming), bun.List(ids)).Exec(ctx); err != nil {
 				return err
 			}
-			if _, err := c.Raw(tx, c.SQL(stmtPurgeDeleteBodies), bun.In(bodies)).Exec(ctx); err != nil {
+			if _, err := c.Raw(tx, c.SQL(stmtPurgeDeleteBodies), bun.List(bodies)).Exec(ctx); err != nil {
 				return err
 			}
 		}
@@ -134,10 +137,13 @@ func (c *Core) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dial
 			for i, r := range out {
 				seqs[i], bodies[i] = r.Seq, r.BodyID
 			}
-			if _, err := c.Raw(tx, c.SQL(stmtPurgeTombstone), p.PartitionID, bun.In(seqs)).Exec(ctx); err != nil {
+			if _, err := c.Raw(tx, c.SQL(stmtPurgeTombstone), p.PartitionID, bun.List(seqs)).Exec(ctx); err != nil {
 				return err
 			}
-			if _, err := c.Raw(tx, c.SQL(stmtPurgeBlankBodies), []byte{}, bun.In(bodies)).Exec(ctx); err != nil {
+			if _, err := c.Raw(tx, c.SQL(stmtPurgeBlankBodies), []byte{}, bun.List(bodies)).Exec(ctx); err != nil {
+				return err
+			}
+			if _, err := c.Raw(tx, c.SQL(stmtPurgeCount), p.PartitionID).Exec(ctx); err != nil {
 				return err
 			}
 		}

@@ -256,5 +256,6 @@ func allStatements() []string {
 		stmtPurgeDeleteBodies,
 		stmtPurgeTombstone,
 		stmtPurgeBlankBodies,
+		stmtPurgeCount,
 	}
 }
