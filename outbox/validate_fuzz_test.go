@@ -97,3 +97,20 @@ func FuzzValidateDedupKey(f *testing.F) {
 		require.ErrorIs(t, err, outbox.ErrInvalidDedupKey, "%q", key)
 	})
 }
+
+// FuzzPurgeFilter: a one-header filter is valid iff its name is non-empty
+// and name and value are valid UTF-8; refusals match ErrInvalidPurgeFilter.
+func FuzzPurgeFilter(f *testing.F) {
+	f.Add("tenant", "42")
+	f.Add("", "x")
+	f.Add("k", "\xff")
+	f.Add("\xc3(", "v")
+	f.Fuzz(func(t *testing.T, name, value string) {
+		err := outbox.PurgeFilter{Headers: map[string]string{name: value}}.Validate()
+		if name != "" && utf8.ValidString(name) && utf8.ValidString(value) {
+			require.NoError(t, err, "%q=%q", name, value)
+			return
+		}
+		require.ErrorIs(t, err, outbox.ErrInvalidPurgeFilter, "%q=%q", name, value)
+	})
+}

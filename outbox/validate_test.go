@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -165,4 +166,16 @@ func TestEncodeHeaders(t *testing.T) {
 		var herr *outbox.HeaderError
 		require.ErrorAs(t, err, &herr, name)
 	}
+}
+
+func TestPurgeFilterBounds(t *testing.T) {
+	t.Parallel()
+	require.ErrorIs(t, outbox.PurgeFilter{}.Validate(), outbox.ErrInvalidPurgeFilter, "no header: a purge of everything is not offered")
+	many := map[string]string{}
+	for i := range outbox.MaxPurgeHeaders + 1 {
+		many[fmt.Sprint("h", i)] = "v"
+	}
+	require.ErrorIs(t, outbox.PurgeFilter{Headers: many}.Validate(), outbox.ErrInvalidPurgeFilter)
+	delete(many, "h0")
+	require.NoError(t, outbox.PurgeFilter{Headers: many}.Validate())
 }

@@ -201,3 +201,15 @@ PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
 EXECUTE sb_migrate_ddl;
 
 DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- Purges that made tombstones in the partition (read back by PostgreSQL's
+-- one-statement leases; kept on every database so the purge is one SQL).
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_processor' AND column_name = 'purges') = 0,
+    'ALTER TABLE seqbox_processor ADD COLUMN purges BIGINT NOT NULL DEFAULT 0', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;

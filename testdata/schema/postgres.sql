@@ -175,3 +175,7 @@ ALTER TABLE seqbox_outgoing ADD COLUMN IF NOT EXISTS purged SMALLINT NOT NULL DE
 -- The batch limit of the live lease: the seqs a purge must leave to the
 -- delivery in progress are (processed_seq, processed_seq + lease_limit].
 ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS lease_limit INTEGER NULL;
+
+-- Purges that made tombstones in the partition: a lease statement whose
+-- snapshot predates one re-reads its batch (docs/ARCHITECTURE.md, "Purge").
+ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS purges BIGINT NOT NULL DEFAULT 0;

@@ -134,3 +134,7 @@ ALTER TABLE seqbox_outgoing ADD COLUMN purged INTEGER NOT NULL DEFAULT 0;
 -- The batch limit of the live lease: the seqs a purge must leave to the
 -- delivery in progress are (processed_seq, processed_seq + lease_limit].
 ALTER TABLE seqbox_processor ADD COLUMN lease_limit INTEGER NULL;
+
+-- Purges that made tombstones in the partition (read back by PostgreSQL's
+-- one-statement leases; kept on every database so the purge is one SQL).
+ALTER TABLE seqbox_processor ADD COLUMN purges INTEGER NOT NULL DEFAULT 0;
