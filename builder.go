@@ -81,6 +81,13 @@ func (b *Builder) Migrate(on bool) *Builder { b.cfg.Migrate = on; return b }
 // Logger sets the logger of every task. Defaults to slog.Default().
 func (b *Builder) Logger(l *slog.Logger) *Builder { b.cfg.Logger = l; return b }
 
+// EnqueueHeaders adds the headers fn returns to every enqueued message that
+// does not set them itself (Config.EnqueueHeaders): trace context, say.
+func (b *Builder) EnqueueHeaders(fn func(ctx context.Context, queue string) map[string]string) *Builder {
+	b.cfg.EnqueueHeaders = fn
+	return b
+}
+
 // Queue registers a queue with a fixed partition count (1..1024) and its
 // handler; a nil handler registers it for enqueueing only.
 func (b *Builder) Queue(name string, partitions int, h *processor.Handler, opts ...processor.QueueOption) *Builder {

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -102,6 +103,12 @@ type Config struct {
 	// reconciler scan finds the rows). No queue may have a handler.
 	// Defaults to false.
 	ProducerOnly bool
+	// EnqueueHeaders, when set, is called once per Enqueue call with its
+	// context and queue; the headers it returns are added to every message
+	// of the call that does not set them itself (the caller's maps are not
+	// changed). Trace context propagation uses it (the otel module).
+	// Defaults to none.
+	EnqueueHeaders func(ctx context.Context, queue string) map[string]string
 	// Sequencer, Processor and Vacuum tune the background tasks; every
 	// field of each documents its default in its own package.
 	Sequencer sequencer.Config
@@ -401,7 +408,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 // its own transaction. A bun.Conn or *sql.Conn is used as is, as if it were
 // a transaction the caller owns.
 func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]Enqueued, error) {
-	b, err := o.prepare(queue, msgs)
+	b, err := o.prepare(queue, msgs, o.extraHeaders(ctx, queue))
 	if err != nil {
 		return nil, err
 	}
@@ -501,7 +508,7 @@ type batch struct {
 }
 
 // prepare validates the whole batch and builds the rows, before any write.
-func (o *Outbox) prepare(queue string, msgs []Message) (*batch, error) {
+func (o *Outbox) prepare(queue string, msgs []Message, extra map[string]string) (*batch, error) {
 	if err := ValidateQueueName(queue); err != nil {
 		return nil, err
 	}
@@ -533,7 +540,7 @@ func (o *Outbox) prepare(queue string, msgs []Message) (*batch, error) {
 			e.Max = len(q.ids)
 			return nil, e
 		}
-		headers, err := EncodeHeaders(m.Headers)
+		headers, err := EncodeHeaders(withHeaders(m.Headers, extra))
 		if err != nil {
 			return nil, fail(err)
 		}
@@ -577,6 +584,33 @@ func (o *Outbox) prepare(queue string, msgs []Message) (*batch, error) {
 		b.claims[c].ID = b.rows[i].ID
 	}
 	return b, nil
+}
+
+// extraHeaders are Config.EnqueueHeaders' headers for one call, or nil. A
+// panic in the hook is the enqueue's error, not the caller's crash.
+func (o *Outbox) extraHeaders(ctx context.Context, queue string) (extra map[string]string) {
+	if o.cfg.EnqueueHeaders == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			o.log.Error("EnqueueHeaders panicked; enqueued without its headers", slog.Any("panic", r))
+			extra = nil
+		}
+	}()
+	return o.cfg.EnqueueHeaders(ctx, queue)
+}
+
+// withHeaders is h plus the extra headers h does not set, as a new map when
+// there is anything to add.
+func withHeaders(h, extra map[string]string) map[string]string {
+	if len(extra) == 0 {
+		return h
+	}
+	out := make(map[string]string, len(h)+len(extra))
+	maps.Copy(out, extra)
+	maps.Copy(out, h)
+	return out
 }
 
 // write claims the batch's dedup keys, then inserts the messages that are

@@ -32,6 +32,7 @@ func Cases() []Case {
 		{"DeliveryKey", testDeliveryKey},
 		{"DedupKeys", testDedupKeys}, // 1, 6
 		{"DedupRace", testDedupRace},
+		{"EnqueueHeadersHook", testEnqueueHeadersHook},
 		{"PurgeLeased", testPurgeLeased},
 		{"PurgeTransactional", testPurgeTransactional},
 		{"PurgeRacesLease", testPurgeRacesLease},                                     // 1                                             // 1, 6

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -186,3 +187,40 @@ func testDedupRace(e *Env) {
 	require.Equal(e.T, 1, rec.Times(won.ID))
 	require.Equal(e.T, 1, rec.Times(own.ID))
 }
+
+// testEnqueueHeadersHook: Config.EnqueueHeaders adds its headers to every
+// message of a call that does not set them itself, leaves the caller's
+// maps alone, and a hook that panics costs its headers, not the enqueue.
+func testEnqueueHeadersHook(e *Env) {
+	var mu sync.Mutex
+	got := map[outbox.MessageID]map[string]string{}
+	ob := e.Start(e.Builder().
+		EnqueueHeaders(func(ctx context.Context, queue string) map[string]string {
+			if ctx.Value(panicKey{}) != nil {
+				panic("hook bug")
+			}
+			return map[string]string{"traceparent": "00-" + queue, "tenant": "from-hook"}
+		}).
+		Queue("hooked", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got[d.ID] = d.Headers
+			return nil
+		})))
+	own := map[string]string{"tenant": "42"}
+	ids, err := ob.EnqueueBatch(e.Ctx, e.DB, "hooked", []outbox.Message{
+		{PayloadType: "t", Headers: own}, {PayloadType: "t"},
+	})
+	require.NoError(e.T, err)
+	panicking, err := ob.Enqueue(context.WithValue(e.Ctx, panicKey{}, true), e.DB, "hooked", outbox.Message{PayloadType: "t"})
+	require.NoError(e.T, err, "a panicking hook costs its headers, not the enqueue")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, append(ids, panicking)...))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(e.T, map[string]string{"traceparent": "00-hooked", "tenant": "42"}, got[ids[0]], "the message's own header wins")
+	require.Equal(e.T, map[string]string{"traceparent": "00-hooked", "tenant": "from-hook"}, got[ids[1]])
+	require.Empty(e.T, got[panicking])
+	require.Equal(e.T, map[string]string{"tenant": "42"}, own, "the caller's map is not changed")
+}
+
+type panicKey struct{}
