@@ -1,0 +1,188 @@
+package natsrelay_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+	natsrelay "github.com/seqbox/seqbox/relay/nats"
+)
+
+func natsURL() string {
+	if u := os.Getenv("SEQBOX_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// setup connects to JetStream (skipping loudly, or failing under CI=true,
+// when it cannot) and opens an embedded database; name is unique per test.
+func setup(t testing.TB) (context.Context, jetstream.JetStream, *bun.DB, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		dbtest.Unreachable(t, "NATS", "SEQBOX_NATS_URL", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	if _, err := js.AccountInfo(ctx); err != nil {
+		dbtest.Unreachable(t, "NATS JetStream", "SEQBOX_NATS_URL", err)
+	}
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(t.TempDir(), "relay.db")))
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	return ctx, js, db, fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
+}
+
+func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, name string) jetstream.Stream {
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Duplicates: time.Minute})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	return s
+}
+
+// stored reads every message of the stream, in stream order.
+func stored(ctx context.Context, t *testing.T, s jetstream.Stream) []*nats.Msg {
+	info, err := s.Info(ctx)
+	require.NoError(t, err)
+	var out []*nats.Msg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		out = append(out, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+	}
+	return out
+}
+
+func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
+			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
+	}
+	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
+	require.NoError(t, err)
+	return ids
+}
+
+// checkStream: every id once, per partition in seq order, fields mapped.
+func checkStream(t *testing.T, msgs []*nats.Msg, ids []outbox.MessageID, prefix string) {
+	t.Helper()
+	require.Len(t, msgs, len(ids), "each message stored once")
+	seen := map[string]bool{}
+	lastSeq := map[string]int64{}
+	for _, m := range msgs {
+		id := m.Header.Get(natsrelay.HeaderMsgID)
+		require.False(t, seen[id], "duplicate %s", id)
+		seen[id] = true
+		part := m.Header.Get(natsrelay.HeaderPartition)
+		seq, err := strconv.ParseInt(m.Header.Get(natsrelay.HeaderSeq), 10, 64)
+		require.NoError(t, err)
+		require.Greater(t, seq, lastSeq[part], "partition %s out of order", part)
+		lastSeq[part] = seq
+		require.Equal(t, prefix+".orders", m.Subject)
+		require.Equal(t, "order.v1", m.Header.Get(natsrelay.HeaderPayloadType))
+		require.Equal(t, "customer-"+func() string { n, _ := strconv.Atoi(string(m.Data)); return strconv.Itoa(n % 7) }(), m.Header.Get(natsrelay.HeaderKey))
+		require.Equal(t, string(m.Data), m.Header.Get("n"), "the message's own headers")
+		require.Equal(t, "00-abc-def-01", m.Header.Get("traceparent"))
+	}
+	for _, id := range ids {
+		require.True(t, seen[id.String()], "missing %s", id)
+	}
+}
+
+// TestRelayOrderedOnceAcrossLostAcks: a queue relayed to a stream arrives
+// whole, per partition in seq order, with its fields mapped. Batches are
+// published and then their ack is lost (as when the process dies between
+// the broker's confirm and seqbox's ack), so every batch is published
+// again: the stream still holds each message once.
+func TestRelayOrderedOnceAcrossLostAcks(t *testing.T) {
+	ctx, js, db, name := setup(t)
+	stream := createStream(ctx, t, js, name)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
+	require.NoError(t, err)
+	var calls, lost atomic.Int64
+	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+		if err := next(ctx); err != nil {
+			return err
+		}
+		if calls.Add(1)%2 == 1 { // every other batch: published, never acked
+			lost.Add(1)
+			return errors.New("process died after publishing")
+		}
+		return nil
+	}
+	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
+		Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 500)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	require.Positive(t, lost.Load())
+	checkStream(t, stored(ctx, t, stream), ids, name)
+}
+
+// TestRelayRetriesUntilTheStreamExists: while nothing accepts the subject
+// (the broker side is down), partitions retry with backoff and lose or
+// skip nothing; once the stream is there, everything arrives in order.
+func TestRelayRetriesUntilTheStreamExists(t *testing.T) {
+	ctx, js, db, name := setup(t)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
+		Queue("orders", 2, h, processor.Retry(20*time.Millisecond, 100*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
+		Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 100)
+	require.Eventually(t, func() bool { return ob.Counters().Retried >= 4 }, time.Minute, 10*time.Millisecond, "partitions retry")
+	require.Zero(t, ob.Counters().Delivered)
+	stream := createStream(ctx, t, js, name)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	checkStream(t, stored(ctx, t, stream), ids, name)
+}
+
+// TestRelaySequential: the one-at-a-time mode delivers the same stream.
+func TestRelaySequential(t *testing.T) {
+	ctx, js, db, name := setup(t)
+	stream := createStream(ctx, t, js, name)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Sequential: true})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 2, h).Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 50)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	checkStream(t, stored(ctx, t, stream), ids, name)
+}
+
+func TestConfigRefused(t *testing.T) {
+	_, err := natsrelay.Handler(natsrelay.Config{})
+	require.ErrorIs(t, err, natsrelay.ErrConfig)
+	_, err = natsrelay.Handler(natsrelay.Config{JetStream: struct{ jetstream.JetStream }{}})
+	require.ErrorIs(t, err, natsrelay.ErrConfig)
+}
