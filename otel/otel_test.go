@@ -141,12 +141,14 @@ func TestTraceCrossesTheOutbox(t *testing.T) {
 	}
 	require.ElementsMatch(t, produced, linked, "a batch links to each producer span")
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(ctx, &rm))
 	got := map[string]metricdata.Aggregation{}
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			got[m.Name] = m.Data
+	collect := func() {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(ctx, &rm))
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				got[m.Name] = m.Data
+			}
 		}
 	}
 	sum := func(name string) int64 {
@@ -159,6 +161,8 @@ func TestTraceCrossesTheOutbox(t *testing.T) {
 		}
 		return n
 	}
+	// The counters move just after the ack WaitProcessed saw.
+	require.Eventually(t, func() bool { collect(); return sum("seqbox.messages.delivered") == 4 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, int64(4), sum("seqbox.messages.delivered"))
 	require.Equal(t, int64(1), sum("seqbox.messages.enqueued"), "this process enqueued one")
 	require.Equal(t, int64(1), sum("seqbox.handler.retries"))

@@ -1,6 +1,7 @@
 package natsrelay_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -18,8 +19,9 @@ import (
 // relayMessages from an embedded (SQLite) outbox into a stream, and a plain
 // loop publishing the same messages with the same client (pipelined, every
 // acknowledgement awaited, Nats-Msg-Id set): relay_msgs/s, plain_msgs/s
-// and their ratio. The relay's figure includes sequencing and the acks in
-// the database, which the plain loop does not have.
+// and their ratio; and relay/noop_handler, the relay against the same
+// drain with a handler that does nothing (the outbox's own share of the
+// cost, which the plain loop does not have).
 func BenchmarkRelay(b *testing.B) {
 	const relayMessages = 20000
 	ctx, js, db, name := setup(b)
@@ -29,7 +31,7 @@ func BenchmarkRelay(b *testing.B) {
 	for i := range msgs {
 		msgs[i] = outbox.Message{Key: "k" + strconv.Itoa(i%64), PayloadType: "t", Payload: make([]byte, 256)}
 	}
-	var relayTime, plainTime time.Duration
+	var relayTime, plainTime, noopTime time.Duration
 	for i := range b.N {
 		queue := "q" + strconv.Itoa(i)
 		prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
@@ -45,6 +47,21 @@ func BenchmarkRelay(b *testing.B) {
 		require.NoError(b, err)
 		require.NoError(b, ob.WaitProcessed(ctx, ids...))
 		relayTime += time.Since(began)
+		require.NoError(b, ob.Stop(ctx))
+
+		// The same drain with a handler that does nothing: the outbox's share.
+		noopQueue := queue + "noop"
+		prod, err = seqbox.New(db).ProducerOnly().Queue(noopQueue, 16, nil).Start(ctx)
+		require.NoError(b, err)
+		ids, err = prod.EnqueueBatch(ctx, db, noopQueue, msgs)
+		require.NoError(b, err)
+		require.NoError(b, prod.Stop(ctx))
+		began = time.Now()
+		ob, err = seqbox.New(db).Queue(noopQueue, 16, processor.LeasedBatch(func(context.Context, *processor.Batch) error { return nil }),
+			processor.BatchSize(1000)).Start(ctx)
+		require.NoError(b, err)
+		require.NoError(b, ob.WaitProcessed(ctx, ids...))
+		noopTime += time.Since(began)
 		require.NoError(b, ob.Stop(ctx))
 
 		began = time.Now()
@@ -69,4 +86,5 @@ func BenchmarkRelay(b *testing.B) {
 	b.ReportMetric(relay, "relay_msgs/s")
 	b.ReportMetric(plain, "plain_msgs/s")
 	b.ReportMetric(relay/plain, "relay/plain")
+	b.ReportMetric(relay/(n/noopTime.Seconds()), "relay/noop_handler")
 }
