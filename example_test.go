@@ -280,3 +280,31 @@ func Example_purge() {
 	// purged: 2
 	// sent: hello 7
 }
+
+// The message's key reaches the handler (Delivery.Key), as a relay needs it
+// for a broker's partition or routing key; it also picked the partition.
+func Example_messageKey() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	got := make(chan processor.Delivery, 1)
+	ob, err := seqbox.New(db).Migrate(true).
+		Queue("orders", 8, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+			got <- d
+			return nil
+		})).
+		Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	_, _ = ob.Enqueue(ctx, db, "orders", outbox.Message{Key: "customer-7", PayloadType: "order.created.v1"})
+	d := <-got
+	fmt.Println("key:", d.Key, "partition:", d.Partition == outbox.PartitionForKey("customer-7", 8))
+	// Output:
+	// key: customer-7 partition: true
+}

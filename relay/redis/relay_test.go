@@ -3,7 +3,6 @@ package redisrelay_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -108,16 +107,18 @@ func TestRelayOrderedOnceAcrossLostAcks(t *testing.T) {
 	stream := redisrelay.StreamPrefix(prefix)
 	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: stream})
 	require.NoError(t, err)
-	var calls, lost atomic.Int64
+	// Every other batch is published twice, as it is when the process
+	// dies after the broker confirmed it and before seqbox acked it: the
+	// redelivery publishes the same messages, with the same ids and seqs.
+	var calls, repeated atomic.Int64
 	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
-		if err := next(ctx); err != nil {
-			return err
-		}
 		if calls.Add(1)%2 == 1 {
-			lost.Add(1)
-			return errors.New("process died after publishing")
+			if err := next(ctx); err != nil {
+				return err
+			}
+			repeated.Add(1)
 		}
-		return nil
+		return next(ctx)
 	}
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
 		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
@@ -126,7 +127,7 @@ func TestRelayOrderedOnceAcrossLostAcks(t *testing.T) {
 	defer ob.Stop(ctx)
 	ids := enqueueAll(ctx, t, ob, db, 500)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
-	require.Positive(t, lost.Load())
+	require.Positive(t, repeated.Load())
 	checkStreams(ctx, t, rc, stream, 4, ids)
 }
 

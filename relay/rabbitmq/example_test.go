@@ -1,0 +1,37 @@
+package rabbitmqrelay_test
+
+import (
+	"context"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
+)
+
+// Relay the "orders" queue to the "events" exchange, routed by each
+// message's key. At-least-once: consumers drop repeats by message-id.
+// (Not run by go test: it needs a RabbitMQ server.)
+func Example() {
+	ctx := context.Background()
+	var db *bun.DB // your database
+	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close()
+
+	relay, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, Exchange: "events", RoutingKey: rabbitmqrelay.ByKey})
+	if err != nil {
+		panic(err)
+	}
+	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 16, relay, processor.MaxAttempts(processor.MaxAttemptsNever)).Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	_, _ = ob.Enqueue(ctx, db, "orders", outbox.Message{Key: "customer-7", PayloadType: "order.created.v1", Payload: []byte(`{"id":42}`)})
+}

@@ -1,0 +1,186 @@
+package rabbitmqrelay_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
+)
+
+func amqpURL() string {
+	if u := os.Getenv("SEQBOX_AMQP_URL"); u != "" {
+		return u
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// setup connects to RabbitMQ (skipping loudly, or failing under CI=true,
+// when it cannot) and opens an embedded database; name is unique per test.
+func setup(t testing.TB) (context.Context, *amqp.Connection, *bun.DB, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	if err != nil {
+		dbtest.Unreachable(t, "RabbitMQ", "SEQBOX_AMQP_URL", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(t.TempDir(), "relay.db")))
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	return ctx, conn, db, fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
+}
+
+// declare creates the broker queue name (deleted at the end).
+func declare(t testing.TB, conn *amqp.Connection, name string) {
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	_, err = ch.QueueDeclare(name, false, false, false, false, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if ch, err := conn.Channel(); err == nil {
+			_, _ = ch.QueueDelete(name, false, false, false)
+			_ = ch.Close()
+		}
+	})
+}
+
+// drain reads every message of the broker queue.
+func drain(t *testing.T, conn *amqp.Connection, name string) []amqp.Delivery {
+	ch, err := conn.Channel()
+	require.NoError(t, err)
+	defer ch.Close()
+	var out []amqp.Delivery
+	for {
+		d, ok, err := ch.Get(name, true)
+		require.NoError(t, err)
+		if !ok {
+			return out
+		}
+		out = append(out, d)
+	}
+}
+
+func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
+			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
+	}
+	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
+	require.NoError(t, err)
+	return ids
+}
+
+// checkQueue: every id arrived (a repeat, from a batch published again, has
+// the same message-id), each partition's first arrivals in seq order, and
+// the fields are mapped. It returns how many arrivals were repeats.
+func checkQueue(t *testing.T, got []amqp.Delivery, ids []outbox.MessageID) int {
+	t.Helper()
+	seen := map[string]bool{}
+	lastSeq := map[int32]int64{}
+	repeats := 0
+	for _, d := range got {
+		if seen[d.MessageId] {
+			repeats++
+			continue
+		}
+		seen[d.MessageId] = true
+		part := d.Headers[rabbitmqrelay.HeaderPartition].(int32)
+		seq := d.Headers[rabbitmqrelay.HeaderSeq].(int64)
+		require.Greater(t, seq, lastSeq[part], "partition %d out of order", part)
+		lastSeq[part] = seq
+		require.Equal(t, "order.v1", d.Type)
+		n, err := strconv.Atoi(string(d.Body))
+		require.NoError(t, err)
+		require.Equal(t, "customer-"+strconv.Itoa(n%7), d.Headers[rabbitmqrelay.HeaderKey])
+		require.Equal(t, strconv.Itoa(n), d.Headers["n"])
+		require.Equal(t, "00-abc-def-01", d.Headers["traceparent"])
+		require.Equal(t, uint8(amqp.Persistent), d.DeliveryMode)
+	}
+	require.Len(t, seen, len(ids))
+	for _, id := range ids {
+		require.True(t, seen[id.String()], "missing %s", id)
+	}
+	return repeats
+}
+
+// TestRelayAtLeastOnceWithStableIDs: a queue relayed to a broker queue
+// arrives whole and in order per partition; batches whose seqbox ack is
+// lost after the broker confirmed them are published again, and every
+// repeat carries the same message-id, so a consumer can drop it.
+func TestRelayAtLeastOnceWithStableIDs(t *testing.T) {
+	ctx, conn, db, name := setup(t)
+	declare(t, conn, name)
+	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name }})
+	require.NoError(t, err)
+	// Every other batch is published twice, as it is when the process
+	// dies after the broker confirmed it and before seqbox acked it: the
+	// redelivery publishes the same messages, with the same ids and seqs.
+	var calls, repeated atomic.Int64
+	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+		if calls.Add(1)%2 == 1 {
+			if err := next(ctx); err != nil {
+				return err
+			}
+			repeated.Add(1)
+		}
+		return next(ctx)
+	}
+	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
+		Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 300)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	require.Positive(t, repeated.Load())
+	repeats := checkQueue(t, drain(t, conn, name), ids)
+	require.Positive(t, repeats, "at-least-once: the lost acks' batches arrived again, with their ids")
+}
+
+// TestRelayReturnedIsAFailure: a message the broker cannot route (no queue
+// bound yet) is returned, which the relay counts as a failure: the
+// partition retries and skips nothing; once the queue exists, everything
+// arrives in order.
+func TestRelayReturnedIsAFailure(t *testing.T) {
+	ctx, conn, db, name := setup(t)
+	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name }})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
+		Queue("orders", 2, h, processor.Retry(20*time.Millisecond, 50*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
+		Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 100)
+	require.Eventually(t, func() bool { return ob.Counters().Retried >= 4 }, time.Minute, 10*time.Millisecond)
+	require.Zero(t, ob.Counters().Delivered, "a returned message is not delivered")
+	declare(t, conn, name)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	require.Zero(t, checkQueue(t, drain(t, conn, name), ids), "nothing was confirmed before, so nothing repeats")
+}
+
+func TestConfigRefused(t *testing.T) {
+	_, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{})
+	require.ErrorIs(t, err, rabbitmqrelay.ErrConfig)
+}
