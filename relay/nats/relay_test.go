@@ -49,11 +49,15 @@ func setup(t testing.TB) (context.Context, jetstream.JetStream, *bun.DB, string)
 	if _, err := js.AccountInfo(ctx); err != nil {
 		dbtest.Unreachable(t, "NATS JetStream", "SEQBOX_NATS_URL", err)
 	}
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(t.TempDir(), "relay.db")))
+	return ctx, js, openDB(t, filepath.Join(t.TempDir(), "relay.db")), fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
+}
+
+func openDB(t testing.TB, file string) *bun.DB {
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
 	require.NoError(t, err)
 	db := bun.NewDB(sqldb, sqlitedialect.New())
 	t.Cleanup(func() { _ = db.Close() })
-	return ctx, js, db, fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
+	return db
 }
 
 func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, name string) jetstream.Stream {

@@ -43,10 +43,7 @@ func setup(t testing.TB) (context.Context, *amqp.Connection, *bun.DB, string) {
 		dbtest.Unreachable(t, "RabbitMQ", "SEQBOX_AMQP_URL", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(t.TempDir(), "relay.db")))
-	require.NoError(t, err)
-	db := bun.NewDB(sqldb, sqlitedialect.New())
-	t.Cleanup(func() { _ = db.Close() })
+	db := openDB(t, filepath.Join(t.TempDir(), "relay.db"))
 	return ctx, conn, db, fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
 }
 
@@ -63,6 +60,15 @@ func declare(t testing.TB, conn *amqp.Connection, name string) {
 			_ = ch.Close()
 		}
 	})
+}
+
+// openDB opens an embedded database file, closed when the test ends.
+func openDB(t testing.TB, file string) *bun.DB {
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // drain reads every message of the broker queue.

@@ -51,11 +51,17 @@ func setup(t testing.TB) (context.Context, *redis.Client, *bun.DB, string) {
 			_ = rc.Del(context.Background(), keys...).Err()
 		}
 	})
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(t.TempDir(), "relay.db")))
+	db := openDB(t, filepath.Join(t.TempDir(), "relay.db"))
+	return ctx, rc, db, prefix
+}
+
+// openDB opens an embedded database file, closed when the test ends.
+func openDB(t testing.TB, file string) *bun.DB {
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
 	require.NoError(t, err)
 	db := bun.NewDB(sqldb, sqlitedialect.New())
 	t.Cleanup(func() { _ = db.Close() })
-	return ctx, rc, db, prefix
+	return db
 }
 
 func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {

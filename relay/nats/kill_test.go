@@ -1,0 +1,64 @@
+package natsrelay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/internal/relaytest"
+	"github.com/seqbox/seqbox/processor"
+	natsrelay "github.com/seqbox/seqbox/relay/nats"
+)
+
+const streamEnv = "SEQBOX_RELAY_STREAM"
+
+// TestRelayWorker is the relay process TestRelaySurvivesKills starts and
+// SIGKILLs; run any other way it returns at once.
+func TestRelayWorker(t *testing.T) {
+	file := os.Getenv(relaytest.WorkerEnv)
+	if file == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(natsURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	name := os.Getenv(streamEnv)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
+	require.NoError(t, err)
+	ob, err := seqbox.New(openDB(t, file)).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, processor.BatchSize(50), processor.MaxAttempts(processor.MaxAttemptsNever),
+			processor.Lease(time.Second, 300*time.Millisecond)).Start(ctx) // a killed worker's leases expire soon
+	require.NoError(t, err)
+	require.NoError(t, relaytest.WaitDrained(ctx, ob))
+	require.NoError(t, ob.Stop(ctx))
+}
+
+// TestRelaySurvivesKills: relay processes SIGKILLed mid-stream and
+// restarted leave the stream holding every message once, per partition in
+// order: what a killed relay published and never acked, the next one
+// publishes again, and the stream drops it by Nats-Msg-Id.
+func TestRelaySurvivesKills(t *testing.T) {
+	ctx, js, _, name := setup(t)
+	stream := createStream(ctx, t, js, name)
+	file := filepath.Join(t.TempDir(), "killed.db")
+	db := openDB(t, file)
+	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
+	require.NoError(t, err)
+	ids := enqueueAll(ctx, t, prod, db, 3000)
+	require.NoError(t, prod.Stop(ctx))
+	require.NoError(t, db.Close()) // one process at a time on an SQLite file
+	landed := relaytest.KillAndRestart(t, "TestRelayWorker", file, []string{streamEnv + "=" + name}, 3)
+	require.Positive(t, landed, "no kill landed on a running relay")
+	checkStream(t, stored(ctx, t, stream), ids, name)
+}

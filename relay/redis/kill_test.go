@@ -1,0 +1,58 @@
+package redisrelay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/internal/relaytest"
+	"github.com/seqbox/seqbox/processor"
+	redisrelay "github.com/seqbox/seqbox/relay/redis"
+)
+
+const prefixEnv = "SEQBOX_RELAY_PREFIX"
+
+// TestRelayWorker is the relay process TestRelaySurvivesKills starts and
+// SIGKILLs; run any other way it returns at once.
+func TestRelayWorker(t *testing.T) {
+	file := os.Getenv(relaytest.WorkerEnv)
+	if file == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	defer rc.Close()
+	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: redisrelay.StreamPrefix(os.Getenv(prefixEnv))})
+	require.NoError(t, err)
+	ob, err := seqbox.New(openDB(t, file)).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, processor.BatchSize(50), processor.MaxAttempts(processor.MaxAttemptsNever),
+			processor.Lease(time.Second, 300*time.Millisecond)).Start(ctx) // a killed worker's leases expire soon
+	require.NoError(t, err)
+	require.NoError(t, relaytest.WaitDrained(ctx, ob))
+	require.NoError(t, ob.Stop(ctx))
+}
+
+// TestRelaySurvivesKills: relay processes SIGKILLed mid-stream and
+// restarted leave every partition's stream holding each message once, in
+// seq order: what a killed relay appended and never acked, the next one
+// is refused and recognises.
+func TestRelaySurvivesKills(t *testing.T) {
+	ctx, rc, _, prefix := setup(t)
+	file := filepath.Join(t.TempDir(), "killed.db")
+	db := openDB(t, file)
+	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
+	require.NoError(t, err)
+	ids := enqueueAll(ctx, t, prod, db, 3000)
+	require.NoError(t, prod.Stop(ctx))
+	require.NoError(t, db.Close()) // one process at a time on an SQLite file
+	landed := relaytest.KillAndRestart(t, "TestRelayWorker", file, []string{prefixEnv + "=" + prefix}, 3)
+	require.Positive(t, landed, "no kill landed on a running relay")
+	checkStreams(ctx, t, rc, redisrelay.StreamPrefix(prefix), 4, ids)
+}
