@@ -8,8 +8,10 @@
 // implementations only to pass them to seqbox, or let seqbox pick one from
 // the *bun.DB it is given.
 //
-// No dialect imports a database driver: the application opens the *sql.DB
-// with the driver of its choice and wraps it in a *bun.DB.
+// No dialect needs a particular database driver: the application opens the
+// *sql.DB with the driver of its choice and wraps it in a *bun.DB. (The
+// PostgreSQL dialect links bun's pgdriver for one optional capability,
+// listening for notifications, used when the *bun.DB was opened with it.)
 package dialect
 
 import (
@@ -135,6 +137,39 @@ func NewTables(prefix string) (Tables, error) {
 func (t Tables) All() []string {
 	return []string{t.SchemaVersion, t.Partitions, t.Body, t.Incoming, t.Outgoing, t.Processor, t.VacuumCounter, t.DeadLetters, t.DedupKeys}
 }
+
+// WakeupListener is an optional Dialect capability, found by type
+// assertion (PostgreSQL): the partitions that other processes' committed
+// transactions enqueued to or sequenced, as they commit.
+type WakeupListener interface {
+	// ListenWakeups calls w's functions as notifications from processes
+	// other than self arrive, until ctx ends, reconnecting by itself. It
+	// returns ErrNoListener at once when the connection's driver cannot
+	// listen.
+	ListenWakeups(ctx context.Context, self string, w Wakeups) error
+}
+
+// WakeupNotifier is the sending side of WakeupListener: self tells the
+// listening processes which partitions got incoming or sequenced rows.
+type WakeupNotifier interface {
+	NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error
+}
+
+// Wakeups receives what a WakeupListener hears. A nil id list means every
+// partition (the notification did not fit).
+type Wakeups struct {
+	// Incoming: partitions with newly committed incoming rows.
+	Incoming func(partitionIDs []int64)
+	// Sequenced: partitions with newly sequenced rows.
+	Sequenced func(partitionIDs []int64)
+	// Listening is called each time the listener has (re)connected:
+	// whatever committed before may not have been heard.
+	Listening func()
+}
+
+// ErrNoListener: the database driver cannot listen for notifications
+// (PostgreSQL through a driver other than bun's pgdriver).
+var ErrNoListener = errors.New("seqbox: the database driver cannot listen for notifications")
 
 // MessageID is a message's client-generated UUIDv7, stored as 16 bytes.
 type MessageID [16]byte

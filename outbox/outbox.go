@@ -109,6 +109,11 @@ type Config struct {
 	// changed). Trace context propagation uses it (the otel module).
 	// Defaults to none.
 	EnqueueHeaders func(ctx context.Context, queue string) map[string]string
+	// NoWakeups turns off listening for other processes' commits
+	// (PostgreSQL LISTEN; see docs/ARCHITECTURE.md, "Wake-ups across
+	// processes"): work they enqueue or sequence is then found by polling
+	// (ReconcileInterval, PollInterval). Defaults to false (listen).
+	NoWakeups bool
 	// Sequencer, Processor and Vacuum tune the background tasks; every
 	// field of each documents its default in its own package.
 	Sequencer sequencer.Config
@@ -210,6 +215,8 @@ type Outbox struct {
 
 	enqueued   atomic.Int64
 	duplicates atomic.Int64
+	// notify tells other processes about this one's work; nil without.
+	notify *notifier
 
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -297,16 +304,28 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	}
 	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
 	o.procs = processor.NewPool(d, cfg.Processor, specs)
-	o.seq = sequencer.New(d, o.prio, o.procs.Notify, cfg.Sequencer)
+	if wn, ok := d.(dialect.WakeupNotifier); ok && !cfg.NoWakeups {
+		o.notify = newNotifier(wn, cfg.Processor.Owner, cfg.Logger)
+	}
+	o.seq = sequencer.New(d, o.prio, func(pid int64) {
+		o.procs.Notify(pid)
+		o.notify.add(nil, []int64{pid}) // processors of other processes
+	}, cfg.Sequencer)
 	o.vac = vacuum.New(d, cfg.Vacuum)
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.cancel = cancel
 	var g errgroup.Group
+	if o.notify != nil {
+		g.Go(func() error { o.notify.run(runCtx, o.stopping); return nil })
+	}
 	if !cfg.ProducerOnly {
 		g.Go(func() error { return o.seq.Run(runCtx, o.stopping) })
 		g.Go(func() error { return o.procs.Run(runCtx, o.stopping) })
 		g.Go(func() error { return o.vac.Run(runCtx, o.stopping) })
+		if wl, ok := d.(dialect.WakeupListener); ok && !cfg.NoWakeups {
+			g.Go(func() error { o.listen(runCtx, wl); return nil })
+		}
 	}
 	go func() {
 		o.runErr = g.Wait()
@@ -669,9 +688,11 @@ func (o *Outbox) inSQLTx(ctx context.Context, db *sql.DB, fn func(ctx context.Co
 
 // markCommitted signals partitions whose rows are committed now.
 func (o *Outbox) markCommitted(rows []dialect.MessageRow) {
-	for _, pid := range partitionsOf(rows) {
+	pids := partitionsOf(rows)
+	for _, pid := range pids {
 		o.prio.MarkDirty(pid)
 	}
+	o.notify.add(pids, nil)
 }
 
 // markPending handles rows written in a transaction the caller will commit
@@ -683,9 +704,12 @@ func (o *Outbox) markPending(ctx context.Context, rows []dialect.MessageRow) {
 		col.add(partitionsOf(rows))
 		return
 	}
-	for _, pid := range partitionsOf(rows) {
+	pids := partitionsOf(rows)
+	for _, pid := range pids {
 		o.prio.MarkMaybeDirty(pid)
 	}
+	// Perhaps before the caller commits: listeners probe for a while.
+	o.notify.add(pids, nil)
 }
 
 func partitionsOf(rows []dialect.MessageRow) []int64 {
@@ -730,9 +754,12 @@ func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, t
 	}
 	col.mu.Lock()
 	defer col.mu.Unlock()
+	ids := make([]int64, 0, len(col.ids))
 	for id := range col.ids {
 		o.prio.MarkDirty(id)
+		ids = append(ids, id)
 	}
+	o.notify.add(ids, nil)
 	return nil
 }
 

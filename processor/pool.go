@@ -202,6 +202,13 @@ func (p *Pool) Notify(partitionID int64) {
 	}
 }
 
+// NotifyAll wakes the task of every partition this pool works.
+func (p *Pool) NotifyAll() {
+	for _, t := range p.tasks {
+		t.notify()
+	}
+}
+
 // Run works until stopping closes (in-flight batches finish) or ctx ends.
 func (p *Pool) Run(ctx context.Context, stopping <-chan struct{}) error {
 	if len(p.tasks) == 0 {

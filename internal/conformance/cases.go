@@ -35,7 +35,8 @@ func Cases() []Case {
 		{"EnqueueHeadersHook", testEnqueueHeadersHook},
 		{"PurgeLeased", testPurgeLeased},
 		{"PurgeTransactional", testPurgeTransactional},
-		{"PurgeRacesLease", testPurgeRacesLease},                                     // 1                                             // 1, 6
+		{"PurgeRacesLease", testPurgeRacesLease},
+		{"WakeupsAcrossProcesses", testWakeupsAcrossProcesses},                       // 1                                             // 1, 6
 		{"PanicIsRetried", testPanicIsRetried},                                       // 3
 		{"BatchSizeFallsToOneAndRecovers", testBatchSizeFallsToOneAndRecovers},       // 3
 		{"LeasedBatchPartialAck", testLeasedBatchPartialAck},                         // 3
