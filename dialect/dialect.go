@@ -10,8 +10,9 @@
 //
 // No dialect needs a particular database driver: the application opens the
 // *sql.DB with the driver of its choice and wraps it in a *bun.DB. (The
-// PostgreSQL dialect links bun's pgdriver for one optional capability,
-// listening for notifications, used when the *bun.DB was opened with it.)
+// PostgreSQL dialect links bun's pgdriver and pgx for one optional
+// capability, listening for notifications, used when the *bun.DB was
+// opened with one of them; it registers no driver.)
 package dialect
 
 import (
@@ -168,7 +169,7 @@ type Wakeups struct {
 }
 
 // ErrNoListener: the database driver cannot listen for notifications
-// (PostgreSQL through a driver other than bun's pgdriver).
+// (PostgreSQL through a driver other than bun's pgdriver or pgx's stdlib).
 var ErrNoListener = errors.New("seqbox: the database driver cannot listen for notifications")
 
 // MessageID is a message's client-generated UUIDv7, stored as 16 bytes.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/seqbox/seqbox/dialect"
@@ -21,17 +22,22 @@ var (
 
 // ListenWakeups listens on the channels NotifyWakeups sends on ({incoming}
 // and {outgoing}: the sender, then the partition ids), on a connection of
-// its own (bun's pgdriver listener), and skips what its own process sent.
+// its own (bun's pgdriver listener, or a pool connection held while it
+// listens with pgx's stdlib driver), and skips what its own process sent.
 // A broken connection is dropped and a new one listens after a backoff;
 // Listening is called on every (re)connect, since notifications sent
 // meanwhile are lost (docs/ARCHITECTURE.md, "Wake-ups across processes").
 func (d *Dialect) ListenWakeups(ctx context.Context, self string, w dialect.Wakeups) error {
-	if _, ok := d.DB().Driver().(pgdriver.Driver); !ok {
-		return dialect.ErrNoListener
-	}
 	incoming, outgoing := d.Tables().Incoming, d.Tables().Outgoing
+	once := d.listenOnce
+	if _, ok := d.DB().Driver().(pgdriver.Driver); !ok {
+		once = d.listenPgx
+	}
 	for failures := 0; ; {
-		err := d.listenOnce(ctx, self, w, incoming, outgoing)
+		err := once(ctx, self, w, incoming, outgoing)
+		if errors.Is(err, dialect.ErrNoListener) {
+			return err
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -78,23 +84,72 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 			return err
 		}
 		heard = true
-		sender, list, _ := strings.Cut(payload, senderEnd)
-		if sender == self {
-			continue // this process knows already
-		}
-		ids := parseIDs(list)
-		switch channel {
-		case incoming:
-			w.Incoming(ids)
-		case outgoing:
-			w.Sequenced(ids)
-		}
+		d.dispatch(self, w, incoming, outgoing, channel, payload)
 	}
 }
 
 // senderEnd ends the sender's name in a payload: a control character,
 // which an instance name (printable ASCII) never holds.
 const senderEnd = "\x1f"
+
+// pgxConn is what pgx's database/sql driver connection offers.
+type pgxConn interface{ Conn() *pgx.Conn }
+
+// listenPgx is listenOnce on a pool connection of pgx's stdlib driver,
+// held for as long as it listens and unlistened before it goes back.
+func (d *Dialect) listenPgx(ctx context.Context, self string, w dialect.Wakeups, incoming, outgoing string) error {
+	conn, err := d.DB().Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		unlisten, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = conn.ExecContext(unlisten, "UNLISTEN *")
+		_ = conn.Close()
+	}()
+	heard := false
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(pgxConn)
+		if !ok {
+			return dialect.ErrNoListener
+		}
+		c := pc.Conn()
+		for _, ch := range []string{incoming, outgoing} {
+			if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+				return err
+			}
+		}
+		w.Listening()
+		for {
+			n, err := c.WaitForNotification(ctx)
+			if err != nil {
+				return err
+			}
+			heard = true
+			d.dispatch(self, w, incoming, outgoing, n.Channel, n.Payload)
+		}
+	})
+	if heard && !errors.Is(err, dialect.ErrNoListener) {
+		return nil
+	}
+	return err
+}
+
+// dispatch hands one notification to w, unless self sent it.
+func (d *Dialect) dispatch(self string, w dialect.Wakeups, incoming, outgoing, channel, payload string) {
+	sender, list, _ := strings.Cut(payload, senderEnd)
+	if sender == self {
+		return // this process knows already
+	}
+	ids := parseIDs(list)
+	switch channel {
+	case incoming:
+		w.Incoming(ids)
+	case outgoing:
+		w.Sequenced(ids)
+	}
+}
 
 // parseIDs reads "12,13,40"; "*", or anything unreadable, is nil: all.
 func parseIDs(payload string) []int64 {

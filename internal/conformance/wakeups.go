@@ -2,12 +2,18 @@ package conformance
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
 
+	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -59,6 +65,28 @@ func testWakeupsAcrossProcesses(e *Env) {
 	}
 	require.NoError(e.T, wn.NotifyWakeups(e.Ctx, "other", many, nil))
 	require.Equal(e.T, "incoming []", next(), "too many ids for one notification: all partitions")
+
+	// The same through pgx's database/sql driver.
+	if e.D.Name() == dialect.Postgres {
+		sqldb, err := sql.Open("pgx", dbtest.PostgresDSN())
+		require.NoError(e.T, err)
+		pgxDB := bun.NewDB(sqldb, pgdialect.New())
+		defer pgxDB.Close()
+		pd, err := seqbox.Dialect(e.Ctx, pgxDB, e.Prefix)
+		require.NoError(e.T, err)
+		go func() {
+			_ = pd.(dialect.WakeupListener).ListenWakeups(ctx, "pgx-listener", dialect.Wakeups{
+				Incoming:  func(ids []int64) { heard <- fmt.Sprint("pgx incoming ", ids) },
+				Sequenced: func(ids []int64) { heard <- fmt.Sprint("pgx sequenced ", ids) },
+				Listening: func() { listening <- struct{}{} },
+			})
+		}()
+		<-listening
+		require.NoError(e.T, pd.(dialect.WakeupNotifier).NotifyWakeups(e.Ctx, "other", nil, []int64{pids[1]}))
+		got := []string{next(), next()}
+		require.ElementsMatch(e.T, []string{fmt.Sprint("sequenced ", []int64{pids[1]}), fmt.Sprint("pgx sequenced ", []int64{pids[1]})}, got,
+			"both listeners hear it, pgx's too")
+	}
 
 	delivered := make(chan outbox.MessageID, 10)
 	cons := e.Start(e.Builder().PollInterval(10*time.Minute).ReconcileInterval(10*time.Minute).

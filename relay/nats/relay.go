@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -59,6 +60,11 @@ type Config struct {
 	// one's acknowledgement: strict order even when the stream refuses a
 	// single message, at one round trip per message.
 	Sequential bool
+	// ContextHeaders, when set, adds the headers it returns for the handler's
+	// context to every message, over the message's own: with
+	// seqboxotel.EnqueueHeaders() the broker's consumers continue the trace
+	// from the relay's consumer span instead of the enqueuing one.
+	ContextHeaders func(ctx context.Context, queue string) map[string]string
 }
 
 // SubjectPrefix returns a Subject that publishes to prefix.queue, or to
@@ -71,6 +77,27 @@ func SubjectPrefix(prefix string, withKey bool) func(d processor.Delivery) strin
 		}
 		return prefix + "." + d.Queue
 	}
+}
+
+// withContextHeaders returns the batch's deliveries with cfg's context
+// headers over their own (copies: the batch is not changed).
+func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
+	if fn == nil || len(msgs) == 0 {
+		return msgs
+	}
+	extra := fn(ctx, msgs[0].Queue)
+	if len(extra) == 0 {
+		return msgs
+	}
+	out := make([]processor.Delivery, len(msgs))
+	for i, d := range msgs {
+		h := make(map[string]string, len(d.Headers)+len(extra))
+		maps.Copy(h, d.Headers)
+		maps.Copy(h, extra)
+		d.Headers = h
+		out[i] = d
+	}
+	return out
 }
 
 // ErrConfig matches a Config that cannot work.
@@ -118,8 +145,9 @@ func (r *relay) opts(d processor.Delivery) []jetstream.PublishOpt {
 // publish sends the batch and acks the confirmed prefix; the first failure
 // ends the call with its error, so the partition retries from there.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
+	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	if r.cfg.Sequential {
-		for i, d := range b.Messages {
+		for i, d := range msgs {
 			if _, err := r.cfg.JetStream.PublishMsg(ctx, Msg(d, r.cfg.Subject(d)), r.opts(d)...); err != nil {
 				return fmt.Errorf("natsrelay: publish seq %d: %w", d.Seq, err)
 			}
@@ -129,7 +157,7 @@ func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
 	}
 	futures := make([]jetstream.PubAckFuture, 0, len(b.Messages))
 	var sendErr error
-	for _, d := range b.Messages {
+	for _, d := range msgs {
 		f, err := r.cfg.JetStream.PublishMsgAsync(Msg(d, r.cfg.Subject(d)), r.opts(d)...)
 		if err != nil {
 			sendErr = fmt.Errorf("natsrelay: publish seq %d: %w", d.Seq, err)

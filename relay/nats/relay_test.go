@@ -191,3 +191,24 @@ func TestConfigRefused(t *testing.T) {
 	_, err = natsrelay.Handler(natsrelay.Config{JetStream: struct{ jetstream.JetStream }{}})
 	require.ErrorIs(t, err, natsrelay.ErrConfig)
 }
+
+// TestContextHeaders: headers from the handler's context (the relay's
+// consumer span, with seqboxotel) replace the message's own of that name.
+func TestContextHeaders(t *testing.T) {
+	ctx, js, db, name := setup(t)
+	stream := createStream(ctx, t, js, name)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false),
+		ContextHeaders: func(context.Context, string) map[string]string { return map[string]string{"traceparent": "00-relay"} }})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 3)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	msgs := stored(ctx, t, stream)
+	require.Len(t, msgs, 3)
+	for _, m := range msgs {
+		require.Equal(t, "00-relay", m.Header.Get("traceparent"))
+		require.Equal(t, string(m.Data), m.Header.Get("n"))
+	}
+}

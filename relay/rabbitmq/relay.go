@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -51,6 +52,11 @@ type Config struct {
 	// Transient publishes with delivery mode 1 (not persisted by the
 	// broker); the default is persistent (2).
 	Transient bool
+	// ContextHeaders, when set, adds the headers it returns for the handler's
+	// context to every message, over the message's own: with
+	// seqboxotel.EnqueueHeaders() the broker's consumers continue the trace
+	// from the relay's consumer span instead of the enqueuing one.
+	ContextHeaders func(ctx context.Context, queue string) map[string]string
 }
 
 // ByQueue routes every message by its seqbox queue name.
@@ -62,6 +68,27 @@ func ByKey(d processor.Delivery) string {
 		return d.Key
 	}
 	return d.Queue
+}
+
+// withContextHeaders returns the batch's deliveries with cfg's context
+// headers over their own (copies: the batch is not changed).
+func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
+	if fn == nil || len(msgs) == 0 {
+		return msgs
+	}
+	extra := fn(ctx, msgs[0].Queue)
+	if len(extra) == 0 {
+		return msgs
+	}
+	out := make([]processor.Delivery, len(msgs))
+	for i, d := range msgs {
+		h := make(map[string]string, len(d.Headers)+len(extra))
+		maps.Copy(h, d.Headers)
+		maps.Copy(h, extra)
+		d.Headers = h
+		out[i] = d
+	}
+	return out
 }
 
 // ErrConfig matches a Config that cannot work; ErrReturned a message the
@@ -106,6 +133,7 @@ func Publishing(d processor.Delivery, transient bool) amqp.Publishing {
 // publish sends the batch on a channel of its own and acks the prefix the
 // broker confirmed and did not return.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
+	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	ch, err := r.cfg.Connection.Channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmqrelay: open channel: %w", err)
@@ -120,7 +148,7 @@ func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
 	returns := ch.NotifyReturn(make(chan amqp.Return, len(b.Messages)))
 	confirms := make([]*amqp.DeferredConfirmation, 0, len(b.Messages))
 	var sendErr error
-	for _, d := range b.Messages {
+	for _, d := range msgs {
 		c, err := ch.PublishWithDeferredConfirmWithContext(ctx, r.cfg.Exchange, r.cfg.RoutingKey(d), true, false, Publishing(d, r.cfg.Transient))
 		if err != nil {
 			sendErr = fmt.Errorf("rabbitmqrelay: publish seq %d: %w", d.Seq, err)

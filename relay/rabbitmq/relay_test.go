@@ -190,3 +190,24 @@ func TestConfigRefused(t *testing.T) {
 	_, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{})
 	require.ErrorIs(t, err, rabbitmqrelay.ErrConfig)
 }
+
+// TestContextHeaders: headers from the handler's context (the relay's
+// consumer span, with seqboxotel) replace the message's own of that name.
+func TestContextHeaders(t *testing.T) {
+	ctx, conn, db, name := setup(t)
+	declare(t, conn, name)
+	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name },
+		ContextHeaders: func(context.Context, string) map[string]string { return map[string]string{"traceparent": "00-relay"} }})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 3)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	got := drain(t, conn, name)
+	require.Len(t, got, 3)
+	for _, d := range got {
+		require.Equal(t, "00-relay", d.Headers["traceparent"])
+		require.Equal(t, string(d.Body), d.Headers["n"])
+	}
+}

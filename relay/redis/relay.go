@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 
@@ -44,6 +45,11 @@ type Config struct {
 	Client redis.Cmdable
 	// Stream names a partition's stream; defaults to StreamPrefix("seqbox").
 	Stream func(queue string, partition int) string
+	// ContextHeaders, when set, adds the headers it returns for the handler's
+	// context to every message, over the message's own: with
+	// seqboxotel.EnqueueHeaders() the broker's consumers continue the trace
+	// from the relay's consumer span instead of the enqueuing one.
+	ContextHeaders func(ctx context.Context, queue string) map[string]string
 }
 
 // StreamPrefix returns a Stream naming prefix:queue:partition.
@@ -51,6 +57,27 @@ func StreamPrefix(prefix string) func(queue string, partition int) string {
 	return func(queue string, partition int) string {
 		return prefix + ":" + queue + ":" + strconv.Itoa(partition)
 	}
+}
+
+// withContextHeaders returns the batch's deliveries with cfg's context
+// headers over their own (copies: the batch is not changed).
+func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
+	if fn == nil || len(msgs) == 0 {
+		return msgs
+	}
+	extra := fn(ctx, msgs[0].Queue)
+	if len(extra) == 0 {
+		return msgs
+	}
+	out := make([]processor.Delivery, len(msgs))
+	for i, d := range msgs {
+		h := make(map[string]string, len(d.Headers)+len(extra))
+		maps.Copy(h, d.Headers)
+		maps.Copy(h, extra)
+		d.Headers = h
+		out[i] = d
+	}
+	return out
 }
 
 // ErrConfig matches a Config that cannot work; ErrConflict a stream that
@@ -111,13 +138,14 @@ return {added, ''}
 // publish appends the batch to its partition's stream and acks what is
 // there; the first failure ends the call, so the partition retries.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
+	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	if len(b.Messages) == 0 {
 		return nil
 	}
 	stream := r.cfg.Stream(b.Messages[0].Queue, b.Messages[0].Partition)
 	for done := 0; done < len(b.Messages); {
 		var argv []any
-		for _, d := range b.Messages[done:] {
+		for _, d := range msgs[done:] {
 			values := Args(d, stream).Values.([]any)
 			argv = append(append(argv, EntryID(d.Seq), len(values)), values...)
 		}

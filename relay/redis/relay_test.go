@@ -197,3 +197,25 @@ func TestConfigRefused(t *testing.T) {
 	_, err := redisrelay.Handler(redisrelay.Config{})
 	require.ErrorIs(t, err, redisrelay.ErrConfig)
 }
+
+// TestContextHeaders: headers from the handler's context (the relay's
+// consumer span, with seqboxotel) replace the message's own of that name.
+func TestContextHeaders(t *testing.T) {
+	ctx, rc, db, prefix := setup(t)
+	stream := redisrelay.StreamPrefix(prefix)
+	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: stream,
+		ContextHeaders: func(context.Context, string) map[string]string { return map[string]string{"traceparent": "00-relay"} }})
+	require.NoError(t, err)
+	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
+	require.NoError(t, err)
+	defer ob.Stop(ctx)
+	ids := enqueueAll(ctx, t, ob, db, 3)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	entries, err := rc.XRange(ctx, stream("orders", 0), "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, entries, 3)
+	for _, e := range entries {
+		require.Equal(t, "00-relay", e.Values[redisrelay.HeaderPrefix+"traceparent"])
+		require.Equal(t, e.Values[redisrelay.FieldPayload], e.Values[redisrelay.HeaderPrefix+"n"])
+	}
+}
