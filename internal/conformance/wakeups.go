@@ -66,6 +66,21 @@ func testWakeupsAcrossProcesses(e *Env) {
 	require.NoError(e.T, wn.NotifyWakeups(e.Ctx, "other", many, nil))
 	require.Equal(e.T, "incoming []", next(), "too many ids for one notification: all partitions")
 
+	// A listener whose connection is killed listens again, and says so (the
+	// outbox then scans for what it missed).
+	if e.D.Name() == dialect.Postgres {
+		_, err := e.DB.NewRaw("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = ?",
+			`LISTEN "`+e.Prefix+`outgoing"`).Exec(e.Ctx)
+		require.NoError(e.T, err)
+		select {
+		case <-listening:
+		case <-time.After(30 * time.Second):
+			e.T.Fatal("the listener did not listen again after its connection was killed")
+		}
+		require.NoError(e.T, wn.NotifyWakeups(e.Ctx, "other", []int64{pids[0]}, nil))
+		require.Equal(e.T, fmt.Sprint("incoming ", []int64{pids[0]}), next(), "heard again after the reconnect")
+	}
+
 	// The same through pgx's database/sql driver.
 	if e.D.Name() == dialect.Postgres {
 		sqldb, err := sql.Open("pgx", dbtest.PostgresDSN())

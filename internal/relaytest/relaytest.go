@@ -7,15 +7,28 @@ package relaytest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
 )
 
 // WorkerEnv carries the worker's database file; a test run without it is
@@ -88,6 +101,173 @@ func WaitDrained(ctx context.Context, ob *outbox.Outbox) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Proxy forwards TCP connections to a broker and can cut them: Down closes
+// every connection and refuses new ones, as a broker that went away; Up
+// accepts again. It stands between a relay and a real server in the
+// "broker down" tests.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+// NewProxy listens on a free local port for target ("host:port"); it
+// closes when the test ends.
+func NewProxy(t testing.TB, target string) *Proxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	t.Cleanup(func() { _ = ln.Close(); p.Down() })
+	go p.serve()
+	return p
+}
+
+// Addr is the proxy's "host:port".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+}
+
+// Down cuts every connection and refuses new ones until Up.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// Up accepts connections again.
+func (p *Proxy) Up() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
+}
+
+// OpenSQLite opens an embedded database file, closed when the test ends.
+func OpenSQLite(t testing.TB, file string) *bun.DB {
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// Enqueue writes n messages to queue "orders" in one transaction: message i
+// has payload "i", key "customer-<i%7>", type "order.v1" and headers
+// traceparent "00-abc-def-01" and n "i"; the ids are in that order.
+func Enqueue(ctx context.Context, t testing.TB, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
+			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
+	}
+	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// PublishTwice is a middleware that runs every other handler call twice:
+// the batch is published again with the same ids and seqs, as it is when a
+// process dies after the broker confirmed it and before seqbox acked it.
+// It counts the repeats in repeated.
+func PublishTwice(repeated *atomic.Int64) processor.Middleware {
+	var calls atomic.Int64
+	return func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+		if calls.Add(1)%2 == 1 {
+			if err := next(ctx); err != nil {
+				return err
+			}
+			repeated.Add(1)
+		}
+		return next(ctx)
+	}
+}
+
+// RelayOptions are the options the relay tests run a queue with: small
+// batches, quick retries without end, and short leases, so that a killed
+// worker's leases expire soon and a publish stuck on a vanished broker
+// ends at its 700 ms deadline.
+func RelayOptions(extra ...processor.QueueOption) []processor.QueueOption {
+	return append([]processor.QueueOption{processor.BatchSize(10), processor.Retry(10*time.Millisecond, 50*time.Millisecond),
+		processor.MaxAttempts(processor.MaxAttemptsNever), processor.Lease(time.Second, 300*time.Millisecond)}, extra...)
+}
+
+// BrokerDown runs relay h on a fresh 2-partition queue "orders" of db,
+// enqueues n messages, and cuts the broker (proxy.Down) once some are
+// delivered, until the partitions have retried a few times; then restores
+// it and returns the ids once all are processed.
+func BrokerDown(ctx context.Context, t testing.TB, db *bun.DB, h *processor.Handler, proxy *Proxy, n int) []outbox.MessageID {
+	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).Queue("orders", 2, h, RelayOptions()...).Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ob.Stop(ctx) }()
+	ids := Enqueue(ctx, t, ob, db, n)
+	waitFor(ctx, t, "a first delivery", func() bool { return ob.Counters().Delivered > 0 })
+	proxy.Down()
+	retried := ob.Counters().Retried
+	waitFor(ctx, t, "partitions retrying", func() bool { return ob.Counters().Retried >= retried+3 })
+	if d := ob.Counters().Delivered; d >= int64(n) {
+		t.Fatalf("all %d delivered before the broker went down: nothing tested", d)
+	}
+	proxy.Up()
+	if err := ob.WaitProcessed(ctx, ids...); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func waitFor(ctx context.Context, t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v", what, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }

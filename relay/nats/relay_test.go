@@ -2,12 +2,12 @@ package natsrelay_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,12 +16,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/sqlitedialect"
-	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	natsrelay "github.com/seqbox/seqbox/relay/nats"
@@ -49,15 +47,7 @@ func setup(t testing.TB) (context.Context, jetstream.JetStream, *bun.DB, string)
 	if _, err := js.AccountInfo(ctx); err != nil {
 		dbtest.Unreachable(t, "NATS JetStream", "SEQBOX_NATS_URL", err)
 	}
-	return ctx, js, openDB(t, filepath.Join(t.TempDir(), "relay.db")), fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
-}
-
-func openDB(t testing.TB, file string) *bun.DB {
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
-	require.NoError(t, err)
-	db := bun.NewDB(sqldb, sqlitedialect.New())
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return ctx, js, relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db")), fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
 }
 
 func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, name string) jetstream.Stream {
@@ -80,17 +70,6 @@ func stored(ctx context.Context, t *testing.T, s jetstream.Stream) []*nats.Msg {
 	return out
 }
 
-func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
-	msgs := make([]outbox.Message, n)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
-			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
-	}
-	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
-	require.NoError(t, err)
-	return ids
-}
-
 // checkStream: every id once, per partition in seq order, fields mapped.
 func checkStream(t *testing.T, msgs []*nats.Msg, ids []outbox.MessageID, prefix string) {
 	t.Helper()
@@ -98,7 +77,7 @@ func checkStream(t *testing.T, msgs []*nats.Msg, ids []outbox.MessageID, prefix 
 	seen := map[int]bool{}
 	lastSeq := map[string]int64{}
 	for _, m := range msgs {
-		n, err := strconv.Atoi(string(m.Data)) // message n of enqueueAll, id ids[n]
+		n, err := strconv.Atoi(string(m.Data)) // message n of relaytest.Enqueue, id ids[n]
 		require.NoError(t, err)
 		require.False(t, seen[n], "message %d stored twice", n)
 		seen[n] = true
@@ -127,25 +106,14 @@ func TestRelayOrderedOnceAcrossLostAcks(t *testing.T) {
 	stream := createStream(ctx, t, js, name)
 	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
 	require.NoError(t, err)
-	// Every other batch is published twice, as it is when the process
-	// dies after the broker confirmed it and before seqbox acked it: the
-	// redelivery publishes the same messages, with the same ids and seqs.
-	var calls, repeated atomic.Int64
-	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
-		if calls.Add(1)%2 == 1 {
-			if err := next(ctx); err != nil {
-				return err
-			}
-			repeated.Add(1)
-		}
-		return next(ctx)
-	}
+	var repeated atomic.Int64
+	loseAcks := relaytest.PublishTwice(&repeated)
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
 		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 500)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 500)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Positive(t, repeated.Load())
 	checkStream(t, stored(ctx, t, stream), ids, name)
@@ -163,7 +131,7 @@ func TestRelayRetriesUntilTheStreamExists(t *testing.T) {
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 100)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 100)
 	require.Eventually(t, func() bool { return ob.Counters().Retried >= 4 }, time.Minute, 10*time.Millisecond, "partitions retry")
 	require.Zero(t, ob.Counters().Delivered)
 	stream := createStream(ctx, t, js, name)
@@ -180,7 +148,7 @@ func TestRelaySequential(t *testing.T) {
 	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 2, h).Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 50)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 50)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	checkStream(t, stored(ctx, t, stream), ids, name)
 }
@@ -203,7 +171,7 @@ func TestContextHeaders(t *testing.T) {
 	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 3)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 3)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	msgs := stored(ctx, t, stream)
 	require.Len(t, msgs, 3)
@@ -211,4 +179,23 @@ func TestContextHeaders(t *testing.T) {
 		require.Equal(t, "00-relay", m.Header.Get("traceparent"))
 		require.Equal(t, string(m.Data), m.Header.Get("n"))
 	}
+}
+
+// TestRelayBrokerDown: NATS goes away mid-stream (every connection cut,
+// new ones refused): partitions retry with backoff, skip nothing, and the
+// client reconnects once it is back; the stream ends holding every message
+// once, in order per partition.
+func TestRelayBrokerDown(t *testing.T) {
+	ctx, js, db, name := setup(t)
+	stream := createStream(ctx, t, js, name)
+	proxy := relaytest.NewProxy(t, strings.TrimPrefix(natsURL(), "nats://"))
+	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	require.NoError(t, err)
+	defer nc.Close()
+	viaProxy, err := jetstream.New(nc)
+	require.NoError(t, err)
+	h, err := natsrelay.Handler(natsrelay.Config{JetStream: viaProxy, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
+	require.NoError(t, err)
+	ids := relaytest.BrokerDown(ctx, t, db, h, proxy, 300)
+	checkStream(t, stored(ctx, t, stream), ids, name)
 }

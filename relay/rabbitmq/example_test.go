@@ -18,13 +18,9 @@ import (
 func Example() {
 	ctx := context.Background()
 	var db *bun.DB // your database
-	conn, err := amqp.Dial("amqp://guest:guest@127.0.0.1:5672/")
-	if err != nil {
-		panic(err)
-	}
-	defer conn.Close()
-
-	relay, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, Exchange: "events", RoutingKey: rabbitmqrelay.ByKey})
+	// Dial, not a fixed connection: the relay dials again after a broker restart.
+	dial := func() (*amqp.Connection, error) { return amqp.Dial("amqp://guest:guest@127.0.0.1:5672/") }
+	relay, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Dial: dial, Exchange: "events", RoutingKey: rabbitmqrelay.ByKey})
 	if err != nil {
 		panic(err)
 	}

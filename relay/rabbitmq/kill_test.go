@@ -33,9 +33,8 @@ func TestRelayWorker(t *testing.T) {
 	name := os.Getenv(queueEnv)
 	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name }})
 	require.NoError(t, err)
-	ob, err := seqbox.New(openDB(t, file)).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, processor.BatchSize(50), processor.MaxAttempts(processor.MaxAttemptsNever),
-			processor.Lease(time.Second, 300*time.Millisecond)).Start(ctx) // a killed worker's leases expire soon
+	ob, err := seqbox.New(relaytest.OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50))...).Start(ctx)
 	require.NoError(t, err)
 	require.NoError(t, relaytest.WaitDrained(ctx, ob))
 	require.NoError(t, ob.Stop(ctx))
@@ -49,10 +48,10 @@ func TestRelaySurvivesKills(t *testing.T) {
 	ctx, conn, _, name := setup(t)
 	declare(t, conn, name)
 	file := filepath.Join(t.TempDir(), "killed.db")
-	db := openDB(t, file)
+	db := relaytest.OpenSQLite(t, file)
 	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
 	require.NoError(t, err)
-	ids := enqueueAll(ctx, t, prod, db, 3000)
+	ids := relaytest.Enqueue(ctx, t, prod, db, 3000)
 	require.NoError(t, prod.Stop(ctx))
 	require.NoError(t, db.Close()) // one process at a time on an SQLite file
 	landed := relaytest.KillAndRestart(t, "TestRelayWorker", file, []string{queueEnv + "=" + name}, 3)

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -41,8 +42,13 @@ const (
 
 // Config is a relay's configuration.
 type Config struct {
-	// Connection opens the channel each batch is published on; required.
+	// Connection opens the channel each batch is published on. Give it or
+	// Dial. A closed Connection (the broker restarted) stays closed: the
+	// partitions then retry until the application replaces the relay.
 	Connection *amqp.Connection
+	// Dial opens a connection when the relay has none or its connection
+	// closed: the relay then survives a broker restart by itself.
+	Dial func() (*amqp.Connection, error)
 	// Exchange is where messages are published ("" is the default
 	// exchange, which routes by queue name).
 	Exchange string
@@ -102,16 +108,46 @@ var (
 // Handler returns the relay as a leased batch handler for a queue.
 func Handler(cfg Config) (*processor.Handler, error) {
 	switch {
-	case cfg.Connection == nil:
-		return nil, fmt.Errorf("%w: Connection is nil", ErrConfig)
+	case (cfg.Connection == nil) == (cfg.Dial == nil):
+		return nil, fmt.Errorf("%w: give Connection or Dial (one of them)", ErrConfig)
 	case cfg.RoutingKey == nil:
 		return nil, fmt.Errorf("%w: RoutingKey is nil", ErrConfig)
 	}
-	r := &relay{cfg: cfg}
+	r := &relay{cfg: cfg, conn: cfg.Connection}
 	return processor.LeasedBatch(r.publish), nil
 }
 
-type relay struct{ cfg Config }
+type relay struct {
+	cfg Config
+
+	mu   sync.Mutex // guards conn; held while dialling, so one dial at a time
+	conn *amqp.Connection
+}
+
+// channel opens a channel on the relay's connection, dialling a new one
+// first when there is none or it closed (and Dial is set).
+func (r *relay) channel() (*amqp.Channel, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if (r.conn == nil || r.conn.IsClosed()) && r.cfg.Dial != nil {
+		conn, err := safeDial(r.cfg.Dial)
+		if err != nil {
+			return nil, fmt.Errorf("rabbitmqrelay: dial: %w", err)
+		}
+		r.conn = conn
+	}
+	return r.conn.Channel()
+}
+
+// safeDial calls dial, a panic in it being its error.
+func safeDial(dial func() (*amqp.Connection, error)) (conn *amqp.Connection, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("dial panicked: %v", p)
+		}
+	}()
+	return dial()
+}
 
 // Publishing is the AMQP message a delivery is published as.
 func Publishing(d processor.Delivery, transient bool) amqp.Publishing {
@@ -134,7 +170,7 @@ func Publishing(d processor.Delivery, transient bool) amqp.Publishing {
 // broker confirmed and did not return.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
 	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
-	ch, err := r.cfg.Connection.Channel()
+	ch, err := r.channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmqrelay: open channel: %w", err)
 	}

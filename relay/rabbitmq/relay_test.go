@@ -2,7 +2,7 @@ package rabbitmqrelay_test
 
 import (
 	"context"
-	"database/sql"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,12 +15,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/sqlitedialect"
-	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
@@ -43,7 +41,7 @@ func setup(t testing.TB) (context.Context, *amqp.Connection, *bun.DB, string) {
 		dbtest.Unreachable(t, "RabbitMQ", "SEQBOX_AMQP_URL", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	db := openDB(t, filepath.Join(t.TempDir(), "relay.db"))
+	db := relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db"))
 	return ctx, conn, db, fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
 }
 
@@ -62,15 +60,6 @@ func declare(t testing.TB, conn *amqp.Connection, name string) {
 	})
 }
 
-// openDB opens an embedded database file, closed when the test ends.
-func openDB(t testing.TB, file string) *bun.DB {
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
-	require.NoError(t, err)
-	db := bun.NewDB(sqldb, sqlitedialect.New())
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
 // drain reads every message of the broker queue.
 func drain(t *testing.T, conn *amqp.Connection, name string) []amqp.Delivery {
 	ch, err := conn.Channel()
@@ -85,17 +74,6 @@ func drain(t *testing.T, conn *amqp.Connection, name string) []amqp.Delivery {
 		}
 		out = append(out, d)
 	}
-}
-
-func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
-	msgs := make([]outbox.Message, n)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
-			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
-	}
-	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
-	require.NoError(t, err)
-	return ids
 }
 
 // checkQueue: every id arrived (a repeat, from a batch published again, has
@@ -140,25 +118,14 @@ func TestRelayAtLeastOnceWithStableIDs(t *testing.T) {
 	declare(t, conn, name)
 	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name }})
 	require.NoError(t, err)
-	// Every other batch is published twice, as it is when the process
-	// dies after the broker confirmed it and before seqbox acked it: the
-	// redelivery publishes the same messages, with the same ids and seqs.
-	var calls, repeated atomic.Int64
-	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
-		if calls.Add(1)%2 == 1 {
-			if err := next(ctx); err != nil {
-				return err
-			}
-			repeated.Add(1)
-		}
-		return next(ctx)
-	}
+	var repeated atomic.Int64
+	loseAcks := relaytest.PublishTwice(&repeated)
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
 		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 300)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Positive(t, repeated.Load())
 	repeats := checkQueue(t, drain(t, conn, name), ids)
@@ -178,7 +145,7 @@ func TestRelayReturnedIsAFailure(t *testing.T) {
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 100)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 100)
 	require.Eventually(t, func() bool { return ob.Counters().Retried >= 4 }, time.Minute, 10*time.Millisecond)
 	require.Zero(t, ob.Counters().Delivered, "a returned message is not delivered")
 	declare(t, conn, name)
@@ -189,6 +156,9 @@ func TestRelayReturnedIsAFailure(t *testing.T) {
 func TestConfigRefused(t *testing.T) {
 	_, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{})
 	require.ErrorIs(t, err, rabbitmqrelay.ErrConfig)
+	_, err = rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: &amqp.Connection{},
+		Dial: func() (*amqp.Connection, error) { return nil, errors.New("unused") }, RoutingKey: rabbitmqrelay.ByQueue})
+	require.ErrorIs(t, err, rabbitmqrelay.ErrConfig, "Connection and Dial both")
 }
 
 // TestContextHeaders: headers from the handler's context (the relay's
@@ -202,7 +172,7 @@ func TestContextHeaders(t *testing.T) {
 	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 3)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 3)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	got := drain(t, conn, name)
 	require.Len(t, got, 3)
@@ -210,4 +180,20 @@ func TestContextHeaders(t *testing.T) {
 		require.Equal(t, "00-relay", d.Headers["traceparent"])
 		require.Equal(t, string(d.Body), d.Headers["n"])
 	}
+}
+
+// TestRelayBrokerDown: the broker goes away mid-stream (every connection
+// cut, new ones refused): partitions retry with backoff, skip nothing, and
+// with Dial the relay reconnects once the broker is back; everything
+// arrives, each partition's first arrivals in order.
+func TestRelayBrokerDown(t *testing.T) {
+	ctx, conn, db, name := setup(t)
+	declare(t, conn, name)
+	proxy := relaytest.NewProxy(t, "127.0.0.1:5672")
+	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{
+		Dial:       func() (*amqp.Connection, error) { return amqp.Dial("amqp://guest:guest@" + proxy.Addr() + "/") },
+		RoutingKey: func(processor.Delivery) string { return name }})
+	require.NoError(t, err)
+	ids := relaytest.BrokerDown(ctx, t, db, h, proxy, 300)
+	checkQueue(t, drain(t, conn, name), ids)
 }

@@ -2,7 +2,6 @@ package redisrelay_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,12 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
-	"github.com/uptrace/bun/dialect/sqlitedialect"
-	"github.com/uptrace/bun/driver/sqliteshim"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
@@ -51,28 +48,8 @@ func setup(t testing.TB) (context.Context, *redis.Client, *bun.DB, string) {
 			_ = rc.Del(context.Background(), keys...).Err()
 		}
 	})
-	db := openDB(t, filepath.Join(t.TempDir(), "relay.db"))
+	db := relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db"))
 	return ctx, rc, db, prefix
-}
-
-// openDB opens an embedded database file, closed when the test ends.
-func openDB(t testing.TB, file string) *bun.DB {
-	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), file))
-	require.NoError(t, err)
-	db := bun.NewDB(sqldb, sqlitedialect.New())
-	t.Cleanup(func() { _ = db.Close() })
-	return db
-}
-
-func enqueueAll(ctx context.Context, t *testing.T, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
-	msgs := make([]outbox.Message, n)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
-			Payload: []byte(strconv.Itoa(i)), Headers: map[string]string{"traceparent": "00-abc-def-01", "n": strconv.Itoa(i)}}
-	}
-	ids, err := ob.EnqueueBatch(ctx, db, "orders", msgs)
-	require.NoError(t, err)
-	return ids
 }
 
 // checkStreams: every id once, each partition's stream in seq order with
@@ -113,25 +90,14 @@ func TestRelayOrderedOnceAcrossLostAcks(t *testing.T) {
 	stream := redisrelay.StreamPrefix(prefix)
 	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: stream})
 	require.NoError(t, err)
-	// Every other batch is published twice, as it is when the process
-	// dies after the broker confirmed it and before seqbox acked it: the
-	// redelivery publishes the same messages, with the same ids and seqs.
-	var calls, repeated atomic.Int64
-	loseAcks := func(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
-		if calls.Add(1)%2 == 1 {
-			if err := next(ctx); err != nil {
-				return err
-			}
-			repeated.Add(1)
-		}
-		return next(ctx)
-	}
+	var repeated atomic.Int64
+	loseAcks := relaytest.PublishTwice(&repeated)
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
 		Queue("orders", 4, h, processor.Use(loseAcks), processor.BatchSize(50), processor.Retry(time.Millisecond, 5*time.Millisecond), processor.MaxAttempts(processor.MaxAttemptsNever)).
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 500)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 500)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Positive(t, repeated.Load())
 	checkStreams(ctx, t, rc, stream, 4, ids)
@@ -162,7 +128,7 @@ func TestRelayStopsOnAnotherMessage(t *testing.T) {
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	enqueueAll(ctx, t, ob, db, 3)
+	relaytest.Enqueue(ctx, t, ob, db, 3)
 	require.ErrorIs(t, <-failures, redisrelay.ErrConflict)
 	require.Zero(t, ob.Counters().Delivered, "nothing skipped past the conflict")
 	n, err := rc.XLen(ctx, stream("orders", 0)).Result()
@@ -185,7 +151,7 @@ func TestRelayRetriesWhileRedisRefuses(t *testing.T) {
 		Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 100)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 100)
 	require.Eventually(t, func() bool { return ob.Counters().Retried >= 3 }, time.Minute, 10*time.Millisecond)
 	require.Zero(t, ob.Counters().Delivered)
 	require.NoError(t, rc.Del(ctx, stream("orders", 0)).Err())
@@ -209,7 +175,7 @@ func TestContextHeaders(t *testing.T) {
 	ob, err := seqbox.New(db).Migrate(true).Queue("orders", 1, h).Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
-	ids := enqueueAll(ctx, t, ob, db, 3)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 3)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	entries, err := rc.XRange(ctx, stream("orders", 0), "-", "+").Result()
 	require.NoError(t, err)
@@ -218,4 +184,21 @@ func TestContextHeaders(t *testing.T) {
 		require.Equal(t, "00-relay", e.Values[redisrelay.HeaderPrefix+"traceparent"])
 		require.Equal(t, e.Values[redisrelay.FieldPayload], e.Values[redisrelay.HeaderPrefix+"n"])
 	}
+}
+
+// TestRelayBrokerDown: Redis goes away mid-stream (every connection cut,
+// new ones refused): partitions retry with backoff, skip nothing, and the
+// client reconnects once it is back; every stream ends whole and in order.
+func TestRelayBrokerDown(t *testing.T) {
+	ctx, _, db, prefix := setup(t)
+	proxy := relaytest.NewProxy(t, redisAddr())
+	rc := redis.NewClient(&redis.Options{Addr: proxy.Addr(), DialTimeout: time.Second, MaxRetries: -1})
+	defer rc.Close()
+	stream := redisrelay.StreamPrefix(prefix)
+	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: stream})
+	require.NoError(t, err)
+	ids := relaytest.BrokerDown(ctx, t, db, h, proxy, 300)
+	direct := redis.NewClient(&redis.Options{Addr: redisAddr()})
+	defer direct.Close()
+	checkStreams(ctx, t, direct, stream, 2, ids)
 }
