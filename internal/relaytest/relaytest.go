@@ -271,3 +271,77 @@ func waitFor(ctx context.Context, t testing.TB, what string, cond func() bool) {
 		}
 	}
 }
+
+// Backlog writes n messages (see Enqueue) to queue "orders" (4 partitions)
+// of a new embedded database file through a producer-only outbox, and
+// closes it: one process at a time may use an SQLite file, and the relay
+// workers come next.
+func Backlog(ctx context.Context, t testing.TB, file string, n int) []outbox.MessageID {
+	db := OpenSQLite(t, file)
+	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := Enqueue(ctx, t, prod, db, n)
+	if err := prod.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// BenchMessages are n messages of 256 bytes over 64 keys.
+func BenchMessages(n int) []outbox.Message {
+	msgs := make([]outbox.Message, n)
+	for i := range msgs {
+		msgs[i] = outbox.Message{Key: "k" + strconv.Itoa(i%64), PayloadType: "t", Payload: make([]byte, 256)}
+	}
+	return msgs
+}
+
+// Drain enqueues msgs to queue (16 partitions) of db with a producer-only
+// outbox, then times an outbox with handler h (batches of 1,000) from its
+// start until every message is processed.
+func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []outbox.Message, h *processor.Handler) time.Duration {
+	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ids, err := prod.EnqueueBatch(ctx, db, queue, msgs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := prod.Stop(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	began := time.Now()
+	ob, err := seqbox.New(db).Queue(queue, 16, h, processor.BatchSize(1000)).Start(ctx)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := ob.WaitProcessed(ctx, ids...); err != nil {
+		tb.Fatal(err)
+	}
+	took := time.Since(began)
+	if err := ob.Stop(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return took
+}
+
+// NoopHandler does nothing: a drain with it is the outbox's own share.
+func NoopHandler() *processor.Handler {
+	return processor.LeasedBatch(func(context.Context, *processor.Batch) error { return nil })
+}
+
+// Report reports a relay benchmark's figures: relay_msgs/s and
+// plain_msgs/s over n messages each, relay/plain, and relay/noop_handler.
+func Report(b *testing.B, n int, relay, plain, noop time.Duration) {
+	r, p := float64(n)/relay.Seconds(), float64(n)/plain.Seconds()
+	b.ReportMetric(r, "relay_msgs/s")
+	b.ReportMetric(p, "plain_msgs/s")
+	b.ReportMetric(r/p, "relay/plain")
+	b.ReportMetric(r/(float64(n)/noop.Seconds()), "relay/noop_handler")
+}

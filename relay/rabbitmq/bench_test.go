@@ -1,7 +1,6 @@
 package rabbitmqrelay_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -9,7 +8,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
@@ -26,30 +25,13 @@ func BenchmarkRelay(b *testing.B) {
 	ctx, conn, db, name := setup(b)
 	declare(b, conn, name)
 	route := func(processor.Delivery) string { return name }
-	msgs := make([]outbox.Message, relayMessages)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Key: "k" + strconv.Itoa(i%64), PayloadType: "t", Payload: make([]byte, 256)}
-	}
-	drainWith := func(queue string, h *processor.Handler) time.Duration {
-		prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
-		require.NoError(b, err)
-		ids, err := prod.EnqueueBatch(ctx, db, queue, msgs)
-		require.NoError(b, err)
-		require.NoError(b, prod.Stop(ctx))
-		began := time.Now()
-		ob, err := seqbox.New(db).Queue(queue, 16, h, processor.BatchSize(1000)).Start(ctx)
-		require.NoError(b, err)
-		require.NoError(b, ob.WaitProcessed(ctx, ids...))
-		took := time.Since(began)
-		require.NoError(b, ob.Stop(ctx))
-		return took
-	}
+	msgs := relaytest.BenchMessages(relayMessages)
 	var relayTime, plainTime, noopTime time.Duration
 	for i := range b.N {
 		h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: route, Transient: true})
 		require.NoError(b, err)
-		relayTime += drainWith("q"+strconv.Itoa(i), h)
-		noopTime += drainWith("noop"+strconv.Itoa(i), processor.LeasedBatch(func(context.Context, *processor.Batch) error { return nil }))
+		relayTime += relaytest.Drain(ctx, b, db, "q"+strconv.Itoa(i), msgs, h)
+		noopTime += relaytest.Drain(ctx, b, db, "noop"+strconv.Itoa(i), msgs, relaytest.NoopHandler())
 
 		ch, err := conn.Channel()
 		require.NoError(b, err)
@@ -74,10 +56,5 @@ func BenchmarkRelay(b *testing.B) {
 		_, _ = purge.QueuePurge(name, false)
 		_ = purge.Close()
 	}
-	n := float64(b.N * relayMessages)
-	relay, plain := n/relayTime.Seconds(), n/plainTime.Seconds()
-	b.ReportMetric(relay, "relay_msgs/s")
-	b.ReportMetric(plain, "plain_msgs/s")
-	b.ReportMetric(relay/plain, "relay/plain")
-	b.ReportMetric(relay/(n/noopTime.Seconds()), "relay/noop_handler")
+	relaytest.Report(b, b.N*relayMessages, relayTime, plainTime, noopTime)
 }

@@ -48,12 +48,7 @@ func TestRelaySurvivesKills(t *testing.T) {
 	ctx, conn, _, name := setup(t)
 	declare(t, conn, name)
 	file := filepath.Join(t.TempDir(), "killed.db")
-	db := relaytest.OpenSQLite(t, file)
-	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
-	require.NoError(t, err)
-	ids := relaytest.Enqueue(ctx, t, prod, db, 3000)
-	require.NoError(t, prod.Stop(ctx))
-	require.NoError(t, db.Close()) // one process at a time on an SQLite file
+	ids := relaytest.Backlog(ctx, t, file, 3000)
 	landed := relaytest.KillAndRestart(t, "TestRelayWorker", file, []string{queueEnv + "=" + name}, 3)
 	require.Positive(t, landed, "no kill landed on a running relay")
 	repeats := checkQueue(t, drain(t, conn, name), ids)

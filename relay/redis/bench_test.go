@@ -1,7 +1,6 @@
 package redisrelay_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
@@ -24,44 +23,16 @@ import (
 func BenchmarkRelay(b *testing.B) {
 	const relayMessages = 20000
 	ctx, rc, db, prefix := setup(b)
-	msgs := make([]outbox.Message, relayMessages)
-	for i := range msgs {
-		msgs[i] = outbox.Message{Key: "k" + strconv.Itoa(i%64), PayloadType: "t", Payload: make([]byte, 256)}
-	}
+	msgs := relaytest.BenchMessages(relayMessages)
 	var relayTime, plainTime, noopTime time.Duration
 	for i := range b.N {
 		queue := "q" + strconv.Itoa(i)
-		prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
-		require.NoError(b, err)
-		ids, err := prod.EnqueueBatch(ctx, db, queue, msgs)
-		require.NoError(b, err)
-		require.NoError(b, prod.Stop(ctx))
-
 		h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: redisrelay.StreamPrefix(prefix)})
 		require.NoError(b, err)
+		relayTime += relaytest.Drain(ctx, b, db, queue, msgs, h)
+		noopTime += relaytest.Drain(ctx, b, db, queue+"noop", msgs, relaytest.NoopHandler())
+
 		began := time.Now()
-		ob, err := seqbox.New(db).Queue(queue, 16, h, processor.BatchSize(1000)).Start(ctx)
-		require.NoError(b, err)
-		require.NoError(b, ob.WaitProcessed(ctx, ids...))
-		relayTime += time.Since(began)
-		require.NoError(b, ob.Stop(ctx))
-
-		// The same drain with a handler that does nothing: the outbox's share.
-		noopQueue := queue + "noop"
-		prod, err = seqbox.New(db).ProducerOnly().Queue(noopQueue, 16, nil).Start(ctx)
-		require.NoError(b, err)
-		ids, err = prod.EnqueueBatch(ctx, db, noopQueue, msgs)
-		require.NoError(b, err)
-		require.NoError(b, prod.Stop(ctx))
-		began = time.Now()
-		ob, err = seqbox.New(db).Queue(noopQueue, 16, processor.LeasedBatch(func(context.Context, *processor.Batch) error { return nil }),
-			processor.BatchSize(1000)).Start(ctx)
-		require.NoError(b, err)
-		require.NoError(b, ob.WaitProcessed(ctx, ids...))
-		noopTime += time.Since(began)
-		require.NoError(b, ob.Stop(ctx))
-
-		began = time.Now()
 		plain := redisrelay.StreamPrefix(prefix + "plain")
 		for start := 0; start < len(msgs); start += 1000 {
 			_, err := rc.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -76,10 +47,5 @@ func BenchmarkRelay(b *testing.B) {
 		}
 		plainTime += time.Since(began)
 	}
-	n := float64(b.N * relayMessages)
-	relay, plain := n/relayTime.Seconds(), n/plainTime.Seconds()
-	b.ReportMetric(relay, "relay_msgs/s")
-	b.ReportMetric(plain, "plain_msgs/s")
-	b.ReportMetric(relay/plain, "relay/plain")
-	b.ReportMetric(relay/(n/noopTime.Seconds()), "relay/noop_handler")
+	relaytest.Report(b, b.N*relayMessages, relayTime, plainTime, noopTime)
 }

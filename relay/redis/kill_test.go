@@ -45,12 +45,7 @@ func TestRelayWorker(t *testing.T) {
 func TestRelaySurvivesKills(t *testing.T) {
 	ctx, rc, _, prefix := setup(t)
 	file := filepath.Join(t.TempDir(), "killed.db")
-	db := relaytest.OpenSQLite(t, file)
-	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue("orders", 4, nil).Start(ctx)
-	require.NoError(t, err)
-	ids := relaytest.Enqueue(ctx, t, prod, db, 3000)
-	require.NoError(t, prod.Stop(ctx))
-	require.NoError(t, db.Close()) // one process at a time on an SQLite file
+	ids := relaytest.Backlog(ctx, t, file, 3000)
 	landed := relaytest.KillAndRestart(t, "TestRelayWorker", file, []string{prefixEnv + "=" + prefix}, 3)
 	require.Positive(t, landed, "no kill landed on a running relay")
 	checkStreams(ctx, t, rc, redisrelay.StreamPrefix(prefix), 4, ids)
