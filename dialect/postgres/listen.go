@@ -69,7 +69,8 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 	if err := ln.Listen(ctx, incoming, outgoing); err != nil {
 		return err
 	}
-	w.Listening()
+	l := &listening{self: self, w: w, incoming: incoming, outgoing: outgoing}
+	d.probe(ctx, l)
 	heard := false
 	for {
 		channel, payload, err := ln.ReceiveTimeout(ctx, time.Minute)
@@ -84,7 +85,7 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 			return err
 		}
 		heard = true
-		d.dispatch(self, w, incoming, outgoing, channel, payload)
+		l.handle(channel, payload)
 	}
 }
 
@@ -120,14 +121,15 @@ func (d *Dialect) listenPgx(ctx context.Context, self string, w dialect.Wakeups,
 				return err
 			}
 		}
-		w.Listening()
+		l := &listening{self: self, w: w, incoming: incoming, outgoing: outgoing}
+		d.probe(ctx, l)
 		for {
 			n, err := c.WaitForNotification(ctx)
 			if err != nil {
 				return err
 			}
 			heard = true
-			d.dispatch(self, w, incoming, outgoing, n.Channel, n.Payload)
+			l.handle(n.Channel, n.Payload)
 		}
 	})
 	if heard && !errors.Is(err, dialect.ErrNoListener) {
@@ -136,18 +138,49 @@ func (d *Dialect) listenPgx(ctx context.Context, self string, w dialect.Wakeups,
 	return err
 }
 
-// dispatch hands one notification to w, unless self sent it.
-func (d *Dialect) dispatch(self string, w dialect.Wakeups, incoming, outgoing, channel, payload string) {
+// listening is one listener connection's state.
+type listening struct {
+	self               string
+	w                  dialect.Wakeups
+	incoming, outgoing string
+	ready              bool
+}
+
+// readyProbe is the payload a listener sends itself once it has issued
+// LISTEN: LISTEN takes effect when the server has run it, which the
+// driver does not wait for, so Listening (and the scan for missed work it
+// triggers) waits for the probe to come back.
+const readyProbe = "ready"
+
+// probe sends the ready probe; if it cannot, Listening is called at once.
+func (d *Dialect) probe(ctx context.Context, l *listening) {
+	_, err := d.Raw(d.DB(), "SELECT pg_notify(?, ?)", l.incoming, l.self+senderEnd+readyProbe).Exec(ctx)
+	if err != nil {
+		l.ready = true
+		l.w.Listening()
+	}
+}
+
+// handle hands one notification to w, unless this process sent it; its
+// own ready probe marks the connection listening.
+func (l *listening) handle(channel, payload string) {
 	sender, list, _ := strings.Cut(payload, senderEnd)
-	if sender == self {
+	if list == readyProbe {
+		if sender == l.self && !l.ready {
+			l.ready = true
+			l.w.Listening()
+		}
+		return // another process's probe is not news
+	}
+	if sender == l.self {
 		return // this process knows already
 	}
 	ids := parseIDs(list)
 	switch channel {
-	case incoming:
-		w.Incoming(ids)
-	case outgoing:
-		w.Sequenced(ids)
+	case l.incoming:
+		l.w.Incoming(ids)
+	case l.outgoing:
+		l.w.Sequenced(ids)
 	}
 }
 

@@ -25,12 +25,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -79,27 +79,6 @@ func SubjectPrefix(prefix string, withKey bool) func(d processor.Delivery) strin
 	}
 }
 
-// withContextHeaders returns the batch's deliveries with cfg's context
-// headers over their own (copies: the batch is not changed).
-func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
-	if fn == nil || len(msgs) == 0 {
-		return msgs
-	}
-	extra := fn(ctx, msgs[0].Queue)
-	if len(extra) == 0 {
-		return msgs
-	}
-	out := make([]processor.Delivery, len(msgs))
-	for i, d := range msgs {
-		h := make(map[string]string, len(d.Headers)+len(extra))
-		maps.Copy(h, d.Headers)
-		maps.Copy(h, extra)
-		d.Headers = h
-		out[i] = d
-	}
-	return out
-}
-
 // ErrConfig matches a Config that cannot work.
 var ErrConfig = errors.New("natsrelay: invalid config")
 
@@ -145,7 +124,7 @@ func (r *relay) opts(d processor.Delivery) []jetstream.PublishOpt {
 // publish sends the batch and acks the confirmed prefix; the first failure
 // ends the call with its error, so the partition retries from there.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
-	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
+	msgs := relaykit.WithContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	if r.cfg.Sequential {
 		for i, d := range msgs {
 			if _, err := r.cfg.JetStream.PublishMsg(ctx, Msg(d, r.cfg.Subject(d)), r.opts(d)...); err != nil {

@@ -23,11 +23,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -74,27 +74,6 @@ func ByKey(d processor.Delivery) string {
 		return d.Key
 	}
 	return d.Queue
-}
-
-// withContextHeaders returns the batch's deliveries with cfg's context
-// headers over their own (copies: the batch is not changed).
-func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
-	if fn == nil || len(msgs) == 0 {
-		return msgs
-	}
-	extra := fn(ctx, msgs[0].Queue)
-	if len(extra) == 0 {
-		return msgs
-	}
-	out := make([]processor.Delivery, len(msgs))
-	for i, d := range msgs {
-		h := make(map[string]string, len(d.Headers)+len(extra))
-		maps.Copy(h, d.Headers)
-		maps.Copy(h, extra)
-		d.Headers = h
-		out[i] = d
-	}
-	return out
 }
 
 // ErrConfig matches a Config that cannot work; ErrReturned a message the
@@ -169,7 +148,7 @@ func Publishing(d processor.Delivery, transient bool) amqp.Publishing {
 // publish sends the batch on a channel of its own and acks the prefix the
 // broker confirmed and did not return.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
-	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
+	msgs := relaykit.WithContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	ch, err := r.channel()
 	if err != nil {
 		return fmt.Errorf("rabbitmqrelay: open channel: %w", err)

@@ -19,12 +19,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -57,27 +57,6 @@ func StreamPrefix(prefix string) func(queue string, partition int) string {
 	return func(queue string, partition int) string {
 		return prefix + ":" + queue + ":" + strconv.Itoa(partition)
 	}
-}
-
-// withContextHeaders returns the batch's deliveries with cfg's context
-// headers over their own (copies: the batch is not changed).
-func withContextHeaders(ctx context.Context, fn func(context.Context, string) map[string]string, msgs []processor.Delivery) []processor.Delivery {
-	if fn == nil || len(msgs) == 0 {
-		return msgs
-	}
-	extra := fn(ctx, msgs[0].Queue)
-	if len(extra) == 0 {
-		return msgs
-	}
-	out := make([]processor.Delivery, len(msgs))
-	for i, d := range msgs {
-		h := make(map[string]string, len(d.Headers)+len(extra))
-		maps.Copy(h, d.Headers)
-		maps.Copy(h, extra)
-		d.Headers = h
-		out[i] = d
-	}
-	return out
 }
 
 // ErrConfig matches a Config that cannot work; ErrConflict a stream that
@@ -138,7 +117,7 @@ return {added, ''}
 // publish appends the batch to its partition's stream and acks what is
 // there; the first failure ends the call, so the partition retries.
 func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
-	msgs := withContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
+	msgs := relaykit.WithContextHeaders(ctx, r.cfg.ContextHeaders, b.Messages)
 	if len(b.Messages) == 0 {
 		return nil
 	}
