@@ -73,12 +73,15 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 	d.probe(ctx, l)
 	heard := false
 	for {
-		channel, payload, err := ln.ReceiveTimeout(ctx, time.Minute)
+		channel, payload, err := ln.ReceiveTimeout(ctx, l.wait())
 		var ne net.Error
 		switch {
 		case err == nil:
 		case errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil:
-			continue // quiet for a minute
+			if !l.ready {
+				d.probe(ctx, l) // sent before LISTEN took effect: again
+			}
+			continue
 		case heard:
 			return nil
 		default:
@@ -124,8 +127,16 @@ func (d *Dialect) listenPgx(ctx context.Context, self string, w dialect.Wakeups,
 		l := &listening{self: self, w: w, incoming: incoming, outgoing: outgoing}
 		d.probe(ctx, l)
 		for {
-			n, err := c.WaitForNotification(ctx)
+			waitCtx, cancel := context.WithTimeout(ctx, l.wait())
+			n, err := c.WaitForNotification(waitCtx)
+			cancel()
 			if err != nil {
+				if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !c.IsClosed() {
+					if !l.ready {
+						d.probe(ctx, l)
+					}
+					continue
+				}
 				return err
 			}
 			heard = true
@@ -146,11 +157,20 @@ type listening struct {
 	ready              bool
 }
 
-// readyProbe is the payload a listener sends itself once it has issued
-// LISTEN: LISTEN takes effect when the server has run it, which the
-// driver does not wait for, so Listening (and the scan for missed work it
-// triggers) waits for the probe to come back.
+// readyProbe is the payload a listener sends itself, until one comes back,
+// once it has issued LISTEN: LISTEN takes effect when the server has run
+// it, which the driver does not wait for, so Listening (and the scan for
+// missed work it triggers) waits for a probe to come back.
 const readyProbe = "ready"
+
+// wait is how long to wait for a notification: briefly until the probe
+// has come back (it is sent again each time), then a minute.
+func (l *listening) wait() time.Duration {
+	if l.ready {
+		return time.Minute
+	}
+	return 50 * time.Millisecond
+}
 
 // probe sends the ready probe; if it cannot, Listening is called at once.
 func (d *Dialect) probe(ctx context.Context, l *listening) {
