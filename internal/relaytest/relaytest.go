@@ -345,3 +345,19 @@ func Report(b *testing.B, n int, relay, plain, noop time.Duration) {
 	b.ReportMetric(r/p, "relay/plain")
 	b.ReportMetric(r/(float64(n)/noop.Seconds()), "relay/noop_handler")
 }
+
+// RunWorker is the body of a relay worker process: relay h works queue
+// "orders" (4 partitions) of the database file until it is drained.
+func RunWorker(ctx context.Context, t testing.TB, file string, h *processor.Handler) {
+	ob, err := seqbox.New(OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
+		Queue("orders", 4, h, RelayOptions(processor.BatchSize(50))...).Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitDrained(ctx, ob); err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -11,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/internal/relaytest"
-	"github.com/seqbox/seqbox/processor"
 	natsrelay "github.com/seqbox/seqbox/relay/nats"
 )
 
@@ -36,11 +34,7 @@ func TestRelayWorker(t *testing.T) {
 	name := os.Getenv(streamEnv)
 	h, err := natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
 	require.NoError(t, err)
-	ob, err := seqbox.New(relaytest.OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50))...).Start(ctx)
-	require.NoError(t, err)
-	require.NoError(t, relaytest.WaitDrained(ctx, ob))
-	require.NoError(t, ob.Stop(ctx))
+	relaytest.RunWorker(ctx, t, file, h)
 }
 
 // TestRelaySurvivesKills: relay processes SIGKILLed mid-stream and

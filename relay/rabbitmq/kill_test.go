@@ -10,7 +10,6 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
@@ -33,11 +32,7 @@ func TestRelayWorker(t *testing.T) {
 	name := os.Getenv(queueEnv)
 	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Connection: conn, RoutingKey: func(processor.Delivery) string { return name }})
 	require.NoError(t, err)
-	ob, err := seqbox.New(relaytest.OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50))...).Start(ctx)
-	require.NoError(t, err)
-	require.NoError(t, relaytest.WaitDrained(ctx, ob))
-	require.NoError(t, ob.Stop(ctx))
+	relaytest.RunWorker(ctx, t, file, h)
 }
 
 // TestRelaySurvivesKills: relay processes SIGKILLed mid-stream and

@@ -10,9 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/internal/relaytest"
-	"github.com/seqbox/seqbox/processor"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
 )
 
@@ -31,11 +29,7 @@ func TestRelayWorker(t *testing.T) {
 	defer rc.Close()
 	h, err := redisrelay.Handler(redisrelay.Config{Client: rc, Stream: redisrelay.StreamPrefix(os.Getenv(prefixEnv))})
 	require.NoError(t, err)
-	ob, err := seqbox.New(relaytest.OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50))...).Start(ctx)
-	require.NoError(t, err)
-	require.NoError(t, relaytest.WaitDrained(ctx, ob))
-	require.NoError(t, ob.Stop(ctx))
+	relaytest.RunWorker(ctx, t, file, h)
 }
 
 // TestRelaySurvivesKills: relay processes SIGKILLed mid-stream and
