@@ -53,6 +53,7 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 	require.NoError(t, err)
 
 	type key struct{ scenario, variant string }
+	const twoRows = ", two rows (body + incoming, plain SQL)"
 	got := map[key]Result{}
 	for _, r := range rep.Results {
 		got[key{r.Scenario, r.Variant}] = r
@@ -71,6 +72,8 @@ func TestRunEmbeddedSQLite(t *testing.T) {
 		{ScenarioLatency, "200 msgs/s offered, 1/tx, 4 producers"},
 		{ScenarioBaseline, "enqueue-batch: 100/tx, 1 producer"}, {ScenarioBaseline, "enqueue-batch: 100/tx, 4 producers"},
 		{ScenarioBaseline, "enqueue-single: 1/tx, 1 producer"}, {ScenarioBaseline, "enqueue-single: 1/tx, 8 producers"},
+		{ScenarioBaseline, "enqueue-batch: 100/tx, 1 producer" + twoRows}, {ScenarioBaseline, "enqueue-batch: 100/tx, 4 producers" + twoRows},
+		{ScenarioBaseline, "enqueue-single: 1/tx, 1 producer" + twoRows}, {ScenarioBaseline, "enqueue-single: 1/tx, 8 producers" + twoRows},
 	}
 	for _, k := range want {
 		r, ok := got[k]
@@ -160,19 +163,27 @@ func TestRunBaselineFollowsEnqueueScenarios(t *testing.T) {
 		Duration: 100 * time.Millisecond, Runs: 1,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 4)
+	require.Len(t, rep.Results, 5)
 	assert.Equal(t, ScenarioEnqueueBatch, rep.Results[0].Scenario)
 	assert.NotNil(t, rep.Results[0].Baseline)
 	assert.NotNil(t, rep.Results[1].Baseline, "the write-path-only figure has the same baseline")
 	assert.NotNil(t, rep.Results[2].Baseline, "and the dedup-key figure")
 	assert.Positive(t, rep.Results[2].Extra["vs_write_path"])
 	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer", rep.Results[3].Variant, "no enqueue-single baseline")
+	// The two-row floor: seqbox's two tables written by plain SQL, its
+	// ratio to the one-table baseline, and the write path's ratio to it.
+	two := rep.Results[4]
+	assert.Equal(t, "enqueue-batch: 100/tx, 1 producer, two rows (body + incoming, plain SQL)", two.Variant)
+	if assert.NotNil(t, two.Baseline) {
+		assert.InDelta(t, two.MsgsPerSec.Median/two.Baseline.Median, two.Ratio, 1e-9)
+	}
+	assert.Positive(t, rep.Results[1].Extra["vs_two_row_baseline"])
 
 	rep, err = Run(ctx, Options{
 		Open: openSQLite, Scenarios: []string{ScenarioBaseline}, Producers: 1, Duration: 100 * time.Millisecond, Runs: 1,
 	})
 	require.NoError(t, err)
-	require.Len(t, rep.Results, 2, "baseline alone: both enqueue shapes")
+	require.Len(t, rep.Results, 4, "baseline alone: both enqueue shapes, one table and two")
 	for _, r := range rep.Results {
 		assert.Equal(t, ScenarioBaseline, r.Scenario)
 		assert.Positive(t, r.MsgsPerSec.Median)

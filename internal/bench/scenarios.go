@@ -322,9 +322,9 @@ func (b *bencher) timed(label string, use *usageStats, fn func(m *meter) (float6
 // baseline, alternating them run by run so both see the same drift.
 func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, baselineOn bool, producers, batch int) ([]Result, error) {
 	variant := fmt.Sprintf("%d/tx, %s", batch, plural(producers, "producer"))
-	var rates, baseRates, writeRates, dedupRates []float64
+	var rates, baseRates, twoRowRates, writeRates, dedupRates []float64
 	var seqShare []float64
-	var use, baseUse, writeUse, dedupUse usageStats
+	var use, baseUse, twoRowUse, writeUse, dedupUse usageStats
 	writeVariant := variant + ", write path only"
 	dedupVariant := writeVariant + ", dedup keys"
 	for i := range b.opts.Runs {
@@ -369,6 +369,13 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 				return nil, err
 			}
 			baseRates = append(baseRates, rate)
+			rate, err = b.timed(b.runLabel(ScenarioBaseline, scenario+" "+variant+", two rows", i), &twoRowUse, func(m *meter) (float64, error) {
+				return b.twoRowBaselineRun(ctx, producers, batch, m)
+			})
+			if err != nil {
+				return nil, err
+			}
+			twoRowRates = append(twoRowRates, rate)
 		}
 	}
 	var out []Result
@@ -390,6 +397,11 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		if base != nil && base.Median > 0 {
 			w.Ratio = w.MsgsPerSec.Median / base.Median
 		}
+		if baselineOn {
+			if two := newStat(twoRowRates).Median; two > 0 {
+				w.Extra["vs_two_row_baseline"] = w.MsgsPerSec.Median / two
+			}
+		}
 		writeUse.put(w.Extra)
 		out = append(out, w)
 		k := Result{Scenario: scenario, Variant: dedupVariant, MsgsPerSec: newStat(dedupRates), Baseline: base,
@@ -407,6 +419,15 @@ func (b *bencher) enqueueFigure(ctx context.Context, scenario string, seqboxOn, 
 		r := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant, MsgsPerSec: *base, Extra: map[string]any{}}
 		baseUse.put(r.Extra)
 		out = append(out, r)
+		// The two-row floor, against the one-table baseline: what the
+		// schema costs before any library code runs.
+		two := Result{Scenario: ScenarioBaseline, Variant: scenario + ": " + variant + ", two rows (body + incoming, plain SQL)",
+			MsgsPerSec: newStat(twoRowRates), Baseline: base, Extra: map[string]any{}}
+		if base.Median > 0 {
+			two.Ratio = two.MsgsPerSec.Median / base.Median
+		}
+		twoRowUse.put(two.Extra)
+		out = append(out, two)
 	}
 	return out, nil
 }
@@ -471,6 +492,45 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *mete
 			err = fmt.Errorf("bench: drop %s: %w", table, derr)
 		}
 	}()
+	return b.plainInserts(ctx, d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
+		_, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, headers, created_at) VALUES ?",
+			bun.Ident(table), baseValues(rows, now)).Exec(ctx)
+		return err
+	})
+}
+
+// twoRowBaselineRun writes what seqbox's enqueue writes, a body row and an
+// incoming row per message into seqbox's own tables, as plain multi-row
+// INSERTs with no library around them: the floor of the two-row schema.
+// The write path's ratio to it is what seqbox adds; its ratio to the
+// one-table baseline is what the schema costs.
+func (b *bencher) twoRowBaselineRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
+	r, err := b.start(ctx, b.opts.Partitions, nil, true)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if cerr := r.cleanup(ctx); err == nil {
+			err = cerr
+		}
+	}()
+	pids := r.ob.PartitionIDs(queueName)
+	body, incoming := bun.Ident(r.prefix+"body"), bun.Ident(r.prefix+"incoming")
+	return b.plainInserts(ctx, r.d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
+		if _, err := tx.NewRaw("INSERT INTO ? (id, msg_key, payload_type, payload, headers, created_at) VALUES ?",
+			body, baseValuesWith(rows, "(?, NULL, ?, ?, NULL, "+now+")", func(r baseRow) []any { return []any{r.id, r.payloadType, r.payload} })).Exec(ctx); err != nil {
+			return err
+		}
+		_, err := tx.NewRaw("INSERT INTO ? (partition_id, body_id) VALUES ?",
+			incoming, baseValuesWith(rows, "(?, ?)", func(r baseRow) []any { return []any{pids[mrand.IntN(len(pids))], r.id} })).Exec(ctx)
+		return err
+	})
+}
+
+// plainInserts runs producers that each write batch rows per transaction,
+// in seqbox's chunk sizes, through insert.
+func (b *bencher) plainInserts(ctx context.Context, d dialect.Dialect, producers, batch int, m *meter,
+	insert func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error) (float64, error) {
 	now := nowExpr(d.Name())
 	type producerState struct {
 		ids  [][16]byte
@@ -494,8 +554,7 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *mete
 		defer unlock()
 		err := b.db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
 			for _, chunk := range chunks(st.rows) {
-				if _, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, headers, created_at) VALUES ?",
-					bun.Ident(table), baseValues(chunk, now)).Exec(ctx); err != nil {
+				if err := insert(ctx, tx, chunk, now); err != nil {
 					return err
 				}
 			}
@@ -538,13 +597,17 @@ func chunks(rows []baseRow) [][]baseRow {
 // baseValues renders the VALUES list with bun placeholders; now is the
 // dialect's timestamp expression, the same one seqbox writes into body.
 func baseValues(rows []baseRow, now string) schema.QueryAppender {
-	row := "(?, ?, ?, NULL, " + now + ")"
+	return baseValuesWith(rows, "(?, ?, ?, NULL, "+now+")", func(r baseRow) []any { return []any{r.id, r.payloadType, r.payload} })
+}
+
+// baseValuesWith renders one tuple per row, its values from args.
+func baseValuesWith(rows []baseRow, tuple string, args func(baseRow) []any) schema.QueryAppender {
 	return appenderFunc(func(gen schema.QueryGen, b []byte) []byte {
 		for i := range rows {
 			if i > 0 {
 				b = append(b, ", "...)
 			}
-			b = gen.AppendQuery(b, row, rows[i].id, rows[i].payloadType, rows[i].payload)
+			b = gen.AppendQuery(b, tuple, args(rows[i])...)
 		}
 		return b
 	})

@@ -111,6 +111,17 @@ func testLeaseGroup(e *Env) {
 	require.Equal(e.T, []int64{3}, seqs(acked[2].Lease))
 	require.Equal(e.T, ids[0][2], acked[2].Lease.Messages[0].ID)
 	require.Equal(e.T, procRow{ProcessedSeq: 2, Attempts: 1, LockedBy: sql.NullString{String: owner, Valid: true}}, row(pids[0]))
+	// The lease taken in the same UPDATE as the ack: its own limit and a
+	// full lease duration (30 s; any clock skew between here and the
+	// database is far below the 20 s margin).
+	var kept struct {
+		LeaseLimit  int       `bun:"lease_limit"`
+		LockedUntil time.Time `bun:"locked_until"`
+	}
+	require.NoError(e.T, e.DB.NewRaw("SELECT lease_limit, locked_until FROM ? WHERE partition_id = ?",
+		bun.Ident(e.Prefix+"processor"), pids[0]).Scan(e.Ctx, &kept))
+	require.Equal(e.T, 5, kept.LeaseLimit)
+	require.WithinDuration(e.T, time.Now().Add(30*time.Second), kept.LockedUntil, 10*time.Second)
 
 	// A row another transaction holds is skipped, not waited for.
 	_, err = e.DB.NewRaw("UPDATE ? SET locked_by = NULL, locked_until = NULL", bun.Ident(e.Prefix+"processor")).Exec(e.Ctx)

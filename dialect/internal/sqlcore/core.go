@@ -993,51 +993,65 @@ func (c *Core) readGroup(ctx context.Context, taken []groupState, limits map[int
 }
 
 // AckLeaseGroupStatements records several clean acks and takes the next
-// lease of each partition with more work, in one transaction of four
-// statements, then reads the new batches in one more. An ack whose lease
-// was lost reports ErrLeaseLost in its item and changes nothing.
+// lease of each partition with more work, in one transaction of two
+// statements (lock the owned rows, then one UPDATE that acks them and
+// leases again those with more), then reads the new batches in one more.
+// An ack whose lease was lost reports ErrLeaseLost in its item and
+// changes nothing.
 func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
 	if len(p.Items) == 0 {
 		return nil, nil
 	}
 	owner, lease := p.Items[0].Ack.Owner, p.Items[0].Next.Duration
 	pids := make([]int64, len(p.Items))
+	limits := make(map[int64]int, len(p.Items))
+	seqs := make(map[int64]int64, len(p.Items))
 	for i, it := range p.Items {
 		if !it.Ack.Clean() || it.Ack.Owner != owner || it.Next.Owner != owner || it.Next.PartitionID != it.Ack.PartitionID {
 			return nil, fmt.Errorf("seqbox: a group ack must be a clean ack of one owner with its own partition's next lease")
 		}
 		pids[i] = it.Ack.PartitionID
+		limits[it.Ack.PartitionID] = it.Next.Limit
+		seqs[it.Ack.PartitionID] = it.Ack.ProcessedSeq
 	}
-	limits := make(map[int64]int, len(p.Items))
-	for _, it := range p.Items {
-		limits[it.Next.PartitionID] = it.Next.Limit
-	}
-	var owned []int64
-	var taken []groupState
+	var owned, more []int64
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
-		owned, taken = nil, nil
-		if err := c.Raw(tx, c.SQL(stmtGroupLockOwned), Args{"pids": bun.List(pids), "owner": owner}).Scan(ctx, &owned); err != nil {
+		var rows []struct {
+			PartitionID int64 `bun:"partition_id"`
+			Sequence    int64 `bun:"sequence"`
+		}
+		if err := c.Raw(tx, c.SQL(stmtGroupLockOwned), Args{"pids": bun.List(pids), "owner": owner}).Scan(ctx, &rows); err != nil {
 			return c.Wrap(err)
+		}
+		owned, more = nil, nil
+		for _, r := range rows {
+			owned = append(owned, r.PartitionID)
+			if seqs[r.PartitionID] < r.Sequence {
+				more = append(more, r.PartitionID)
+			}
 		}
 		if len(owned) == 0 {
 			return nil
 		}
-		seqs := make(map[int64]int64, len(p.Items))
-		for _, it := range p.Items {
-			seqs[it.Ack.PartitionID] = it.Ack.ProcessedSeq
-		}
 		cases := ValuesJoin(len(owned), " ", func(gen schema.QueryGen, b []byte, i int) []byte {
 			return gen.AppendQuery(b, "WHEN ? THEN ?", owned[i], seqs[owned[i]])
 		})
-		if _, err := c.Raw(tx, c.SQL(stmtGroupAck), Args{"cases": cases, "pids": bun.List(owned)}).Exec(ctx); err != nil {
-			return c.Wrap(err)
+		stmt, args := stmtGroupAck, Args{"cases": cases, "pids": bun.List(owned)}
+		if len(more) > 0 {
+			stmt = stmtGroupAckLease
+			args["more"], args["owner"], args["lease_us"], args["limit"] = bun.List(more), owner, lease.Microseconds(), maxLimit(limits)
 		}
-		var err error
-		taken, err = c.leaseGroup(ctx, tx, owned, owner, lease, maxLimit(limits))
-		return err
+		_, err := c.Raw(tx, c.SQL(stmt), args).Exec(ctx)
+		return c.Wrap(err)
 	})
 	if err != nil {
 		return nil, err
+	}
+	taken := make([]groupState, len(more))
+	for i, pid := range more {
+		// Attempts as read before the lease counted its own, as leaseGroup
+		// reports them: the ack had reset them.
+		taken[i] = groupState{PartitionID: pid, ProcessedSeq: seqs[pid]}
 	}
 	leases, err := c.readGroup(ctx, taken, limits)
 	if err != nil {

@@ -119,11 +119,24 @@ const (
 	stmtGroupTakeLease = "UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease}, lease_limit = ?limit, attempts = attempts + 1 " +
 		"WHERE partition_id IN (?pids){async_commit}"
 	// The acks wait for a row lock instead of skipping: the rows are ours
-	// unless a lease expired, and a skip would read as a lost lease.
-	stmtGroupLockOwned = "SELECT partition_id FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner " +
-		"ORDER BY partition_id{row_lock_wait}"
+	// unless a lease expired, and a skip would read as a lost lease. The
+	// sequence read with them tells which partitions have more after the
+	// ack: it only grows, so "more" is never wrong, and a partition that
+	// got more since is found by the next wake-up.
+	stmtGroupLockOwned = "SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence " +
+		"FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner ORDER BY partition_id{row_lock_wait}"
 	stmtGroupAck = "UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL, " +
 		"next_attempt_at = NULL, locked_by = NULL, locked_until = NULL WHERE partition_id IN (?pids){async_commit}"
+	// The ack and the next lease of the partitions in ?more, as one new
+	// version of each row: a lease taken by a second UPDATE made two, and
+	// under a held snapshot every version stays in the chain each later
+	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat").
+	stmtGroupAckLease = "UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL, " +
+		"attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END, " +
+		"locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END, " +
+		"locked_until = CASE WHEN partition_id IN (?more) THEN {now_plus_lease} END, " +
+		"lease_limit = CASE WHEN partition_id IN (?more) THEN ?limit ELSE lease_limit END " +
+		"WHERE partition_id IN (?pids){async_commit}"
 	// A batch is a seq range: seqs are gap-free above processed_seq, so
 	// "the next n" is (after, after+n]. Joined with UNION ALL, one per partition.
 	stmtGroupReadPart = "SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
@@ -231,6 +244,7 @@ func allStatements() []string {
 		stmtGroupTakeLease,
 		stmtGroupLockOwned,
 		stmtGroupAck,
+		stmtGroupAckLease,
 		stmtGroupReadPart,
 		stmtDeadLetterRow,
 		stmtVacuumCounters,
