@@ -466,6 +466,17 @@ func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.Process
 	return d.AckLeaseGroupStatements(ctx, p)
 }
 
+// groupReadSQL is the group read (sqlcore.GroupRangeReader): each range
+// by the outgoing primary key from its own LATERAL subquery, whose LIMIT
+// keeps the planner from flattening it into a join it could reorder on
+// stale statistics ("Plans that do not depend on statistics").
+const groupReadSQL = "SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at " +
+	"FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint[])) AS r(pid, lo, hi) " +
+	"CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM {outgoing} o WHERE o.partition_id = r.pid " +
+	"AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o {body_of_o}"
+
+func (flavor) GroupReadSQL() string { return groupReadSQL }
+
 // ---------------------------------------------------------------- vacuum
 
 // vacuumDeleteSQL deletes the outgoing rows of every range and their

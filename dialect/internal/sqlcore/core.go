@@ -956,6 +956,15 @@ func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner st
 	return rows, c.Wrap(err)
 }
 
+// GroupRangeReader is an optional Flavor method: the group read as one
+// statement of constant shape, run bound with the ranges as three arrays
+// (?pids ?los ?his) and ?limit the largest range. A UNION ALL with a
+// branch per partition is planned anew on every call (4.5 ms of planning
+// for 32 partitions on PostgreSQL, measured, against 7 ms of execution).
+type GroupRangeReader interface {
+	GroupReadSQL() string
+}
+
 // readGroup reads the batches of leased partitions in one statement: each
 // the seq range after its processed_seq, up to its limit.
 func (c *Core) readGroup(ctx context.Context, taken []groupState, limits map[int64]int) (map[int64]dialect.ProcessorLeaseResult, error) {
@@ -963,14 +972,22 @@ func (c *Core) readGroup(ctx context.Context, taken []groupState, limits map[int
 	if len(taken) == 0 {
 		return out, nil
 	}
-	part := c.SQL(stmtGroupReadPart)
 	var rows []struct {
 		PartitionID int64 `bun:"partition_id"`
 		OutgoingRow
 	}
-	if err := c.Raw(c.db, "?", ValuesJoin(len(taken), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
+	if gr, ok := c.flavor.(GroupRangeReader); ok {
+		pids, los, his := make([]int64, len(taken)), make([]int64, len(taken)), make([]int64, len(taken))
+		for i, t := range taken {
+			pids[i], los[i], his[i] = t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID])
+		}
+		if err := c.QueryBound(ctx, c.db, gr.GroupReadSQL(), Args{"pids": IDArray(pids, '{', '}'), "los": IDArray(los, '{', '}'),
+			"his": IDArray(his, '{', '}'), "limit": maxLimit(limits)}, &rows); err != nil {
+			return nil, err
+		}
+	} else if err := c.Raw(c.db, "?", ValuesJoin(len(taken), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
 		t := taken[i]
-		return gen.AppendQuery(b, part, t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID]))
+		return gen.AppendQuery(b, c.SQL(stmtGroupReadPart), t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID]))
 	})).Scan(ctx, &rows); err != nil {
 		return nil, c.Wrap(err)
 	}
