@@ -44,7 +44,7 @@ func New(db *bun.DB, prefix string) (*Dialect, error) {
 		return nil, err
 	}
 	if err := core.Check(insertMessagesSQL, moveLockSQL, moveSelectSQL, moveUpdateSQL, sequenceMoveSQL,
-		moveManyLockSQL, moveManySelectSQL, moveManyUpdateSQL, leaseBatchSQL, ackSQL, ackLeaseSQL, vacuumDeleteSQL); err != nil {
+		moveManyLockSQL, moveManySelectSQL, moveManyUpdateSQL, leaseBatchSQL, ackSQL, ackLeaseSQL, groupReadSQL, vacuumDeleteSQL); err != nil {
 		return nil, err
 	}
 	return &Dialect{Core: core}, nil
