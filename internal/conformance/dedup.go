@@ -15,6 +15,11 @@ import (
 	"github.com/seqbox/seqbox/processor"
 )
 
+// shortDedupWindow is the "short" queue's window: long enough that two
+// enqueues in a row fall inside it on a loaded CI machine under -race (a
+// 300 ms window once expired between them), short enough to wait out.
+const shortDedupWindow = time.Second
+
 // testDedupKeys: a message whose DedupKey was enqueued to its queue within
 // the window is not written; the enqueue returns the first message's id
 // and says it was a duplicate. Within a batch a repeated key is a
@@ -33,7 +38,7 @@ func testDedupKeys(e *Env) {
 	ob := e.Start(e.Builder().
 		Queue("orders", 4, handler("orders")).
 		Queue("audit", 2, handler("audit")).
-		Queue("short", 2, handler("short"), processor.DedupWindow(300*time.Millisecond)))
+		Queue("short", 2, handler("short"), processor.DedupWindow(shortDedupWindow)))
 	msg := func(key, payload string) outbox.Message {
 		return outbox.Message{Key: "customer-1", DedupKey: key, PayloadType: "t", Payload: []byte(payload)}
 	}
@@ -88,7 +93,7 @@ func testDedupKeys(e *Env) {
 	enqueue("short", msg("s2", "x"))
 	require.True(e.T, enqueue("short", msg("s1", "y")).Duplicate)
 	keys := e.Count("dedup_keys")
-	time.Sleep(400 * time.Millisecond) // past the window by the database clock
+	time.Sleep(shortDedupWindow + 200*time.Millisecond) // past the window by the database clock
 	taken := enqueue("short", msg("s1", "z"))
 	require.False(e.T, taken.Duplicate, "expired: taken over")
 	require.NotEqual(e.T, old.ID, taken.ID)
