@@ -518,7 +518,7 @@ func (b *bencher) twoRowBaselineRun(ctx context.Context, producers, batch int, m
 	body, incoming := bun.Ident(r.prefix+"body"), bun.Ident(r.prefix+"incoming")
 	return b.plainInserts(ctx, r.d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
 		if _, err := tx.NewRaw("INSERT INTO ? (id, msg_key, payload_type, payload, headers, created_at) VALUES ?",
-			body, baseValuesWith(rows, "(?, NULL, ?, ?, NULL, "+now+")", func(r baseRow) []any { return []any{r.id, r.payloadType, r.payload} })).Exec(ctx); err != nil {
+			body, baseValuesWith(rows, "(?, NULL, ?, ?, NULL, "+now+")", baseRow.bodyArgs)).Exec(ctx); err != nil {
 			return err
 		}
 		_, err := tx.NewRaw("INSERT INTO ? (partition_id, body_id) VALUES ?",
@@ -597,8 +597,12 @@ func chunks(rows []baseRow) [][]baseRow {
 // baseValues renders the VALUES list with bun placeholders; now is the
 // dialect's timestamp expression, the same one seqbox writes into body.
 func baseValues(rows []baseRow, now string) schema.QueryAppender {
-	return baseValuesWith(rows, "(?, ?, ?, NULL, "+now+")", func(r baseRow) []any { return []any{r.id, r.payloadType, r.payload} })
+	return baseValuesWith(rows, "(?, ?, ?, NULL, "+now+")", baseRow.bodyArgs)
 }
+
+// bodyArgs are a row's id, payload type and payload, the values both
+// baselines write into a body-shaped row.
+func (r baseRow) bodyArgs() []any { return []any{r.id, r.payloadType, r.payload} }
 
 // baseValuesWith renders one tuple per row, its values from args.
 func baseValuesWith(rows []baseRow, tuple string, args func(baseRow) []any) schema.QueryAppender {

@@ -985,11 +985,14 @@ func (c *Core) readGroup(ctx context.Context, taken []groupState, limits map[int
 			"his": IDArray(his, '{', '}'), "limit": maxLimit(limits)}, &rows); err != nil {
 			return nil, err
 		}
-	} else if err := c.Raw(c.db, "?", ValuesJoin(len(taken), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
-		t := taken[i]
-		return gen.AppendQuery(b, c.SQL(stmtGroupReadPart), t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID]))
-	})).Scan(ctx, &rows); err != nil {
-		return nil, c.Wrap(err)
+	} else {
+		part := c.SQL(stmtGroupReadPart)
+		if err := c.Raw(c.db, "?", ValuesJoin(len(taken), " UNION ALL ", func(gen schema.QueryGen, b []byte, i int) []byte {
+			t := taken[i]
+			return gen.AppendQuery(b, part, t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID]))
+		})).Scan(ctx, &rows); err != nil {
+			return nil, c.Wrap(err)
+		}
 	}
 	slices.SortFunc(rows, func(a, b struct {
 		PartitionID int64 `bun:"partition_id"`
