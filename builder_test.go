@@ -9,7 +9,6 @@ import (
 	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -25,12 +24,12 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_schema_version")).Scan(ctx, &n))
-	d, err := seqbox.Dialect(ctx, db, "app_")
+	adm, err := seqbox.NewAdmin(db, "app_")
 	require.NoError(t, err)
-	st, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
+	st, err := adm.SchemaStatus(ctx)
 	require.NoError(t, err)
 	require.Equal(t, st.Latest, n, "every SQLite schema version applied")
-	require.Equal(t, st.Latest, st.Current)
+	require.Equal(t, st.Latest, st.Version)
 	// The schema is usable without Migrate(true).
 	ob, err := seqbox.New(db).TablePrefix("app_").Queue("q", 2, nil).Start(ctx)
 	require.NoError(t, err)
@@ -40,22 +39,13 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	require.Error(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_body")).Scan(ctx, &n), "tables dropped")
 }
 
-func TestBuilderConfigDefaults(t *testing.T) {
+func TestBuilderNilDB(t *testing.T) {
 	t.Parallel()
-	cfg := seqbox.New(nil).Queue("q", 3, nil, processor.BatchSize(7)).QueueDefaults(processor.MaxAttempts(processor.MaxAttemptsNever)).Config()
-	require.Len(t, cfg.Queues, 1)
-	require.Equal(t, 7, cfg.Queues[0].Options.BatchSize)
-	require.Equal(t, processor.MaxAttemptsNever, cfg.Queues[0].Options.MaxAttempts, "QueueDefaults apply to every queue")
-	require.Equal(t, processor.RetryBaseDefault, cfg.Queues[0].Options.RetryBase)
-	require.Equal(t, 64<<10, cfg.MaxPayloadBytes)
-	require.Equal(t, 1000, cfg.Sequencer.BatchSize)
-	require.Zero(t, cfg.Sequencer.Workers, "left to Start, which picks the database's default")
-	require.Equal(t, 3, seqbox.New(nil).SequencerWorkers(3).Config().Sequencer.Workers)
 	_, err := seqbox.New(nil).Start(context.Background())
 	require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
 }
 
-// TestBuilderMisuseIsAnError: nil options, a nil Configure function, a
+// TestBuilderMisuseIsAnError: nil options, a
 // handler built from a nil function and an unstorable instance id are
 // configuration errors from Start, never panics.
 func TestBuilderMisuseIsAnError(t *testing.T) {
@@ -66,10 +56,8 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 	for name, b := range map[string]*seqbox.Builder{
 		"nil queue option":      seqbox.New(db).Queue("q", 1, noop, nil),
 		"nil default option":    seqbox.New(db).QueueDefaults(nil).Queue("q", 1, noop),
-		"nil Configure":         seqbox.New(db).Configure(nil).Queue("q", 1, noop),
 		"nil leased function":   seqbox.New(db).Queue("q", 1, processor.Leased(nil)),
 		"nil tx function":       seqbox.New(db).Queue("q", 1, processor.Transactional(nil)),
-		"zero Handler":          seqbox.New(db).Queue("q", 1, &processor.Handler{}),
 		"non-ASCII instance id": seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
 		"nil db":                seqbox.New(nil).Queue("q", 1, noop),
 	} {

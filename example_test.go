@@ -88,7 +88,7 @@ func Example_deadLetters() {
 	id, _ := ob.Enqueue(ctx, db, "invoices", outbox.Message{PayloadType: "invoice.v1", Payload: []byte("inv-7")})
 	_ = ob.WaitProcessed(ctx, id)
 
-	dl := ob.DeadLetters()
+	dl := ob.Admin().DeadLetters()
 	page, _ := dl.List(ctx, deadletter.Filter{Queue: "invoices", Statuses: []deadletter.Status{deadletter.StatusPending}}, 0, 10)
 	fmt.Println(len(page.Letters), page.Letters[0].Status, page.Letters[0].LastError)
 
@@ -140,7 +140,7 @@ func Example_park() {
 		ids = append(ids, id)
 	}
 
-	admin := ob.Partitions()
+	admin := ob.Admin().Partitions()
 	for {
 		parked, _ := admin.Parked(ctx, "ledger")
 		if len(parked) == 1 {
@@ -226,10 +226,10 @@ func Example_dedup() {
 	}
 	defer ob.Stop(ctx)
 	charge := outbox.Message{Key: "customer-7", DedupKey: "request-a1b2", PayloadType: "charge.v1", Payload: []byte("19.99 EUR")}
-	first, _ := ob.EnqueueResult(ctx, db, "payments", charge)
-	retry, _ := ob.EnqueueResult(ctx, db, "payments", charge) // the client retried the request
-	fmt.Println("retry is a duplicate:", retry.Duplicate, "same id:", retry.ID == first.ID)
-	_ = ob.WaitProcessed(ctx, first.ID)
+	first, _ := ob.Enqueue(ctx, db, "payments", charge)
+	retry, _ := ob.EnqueueBatchResult(ctx, db, "payments", []outbox.Message{charge}) // the client retried the request
+	fmt.Println("retry is a duplicate:", retry[0].Duplicate, "same id:", retry[0].ID == first)
+	_ = ob.WaitProcessed(ctx, first)
 	fmt.Println("charges:", len(charged), <-charged)
 	// Output:
 	// retry is a duplicate: true same id: true
@@ -256,9 +256,9 @@ func Example_purge() {
 			Payload: []byte("hello " + tenant), Headers: map[string]string{"tenant": tenant}})
 	}
 	gone := outbox.PurgeFilter{Headers: map[string]string{"tenant": "42"}}
-	preview, _ := producer.PreviewPurge(ctx, "mail", gone)
+	preview, _ := producer.Admin().PreviewPurge(ctx, "mail", gone)
 	fmt.Println("would purge:", preview.Incoming+preview.Outgoing)
-	res, err := producer.Purge(ctx, "mail", gone)
+	res, err := producer.Admin().Purge(ctx, "mail", gone)
 	if err != nil {
 		panic(err)
 	}

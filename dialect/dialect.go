@@ -22,6 +22,8 @@ import (
 	"strings"
 
 	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // Name identifies a database family.
@@ -172,8 +174,8 @@ type Wakeups struct {
 // (PostgreSQL through a driver other than bun's pgdriver or pgx's stdlib).
 var ErrNoListener = errors.New("seqbox: the database driver cannot listen for notifications")
 
-// MessageID is a message's client-generated UUIDv7, stored as 16 bytes.
-type MessageID [16]byte
+// MessageID is a message's client-generated UUIDv7 (outbox.MessageID).
+type MessageID = outbox.MessageID
 
 // Dialect is every database operation seqbox performs, the union of the
 // small interfaces its consumers declare where they use them:
@@ -361,58 +363,11 @@ type Tuning struct {
 	VacuumWorkers int
 }
 
-// String formats the id as a canonical UUID.
-func (id MessageID) String() string {
-	const hexDigits = "0123456789abcdef"
-	out := make([]byte, 0, 36)
-	for i, b := range id {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out = append(out, '-')
-		}
-		out = append(out, hexDigits[b>>4], hexDigits[b&0x0f])
-	}
-	return string(out)
-}
+// ErrPartitionCountMismatch matches *PartitionCountError (outbox's).
+var ErrPartitionCountMismatch = outbox.ErrPartitionCountMismatch
 
-// ErrInvalidMessageID is returned by ParseMessageID.
-var ErrInvalidMessageID = errors.New("seqbox: invalid message id")
-
-// ParseMessageID reads a canonical UUID text (as String writes it; upper
-// case hex is accepted).
-func ParseMessageID(s string) (MessageID, error) {
-	var id MessageID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return id, fmt.Errorf("%w: %q: want a UUID like 0192f1a4-7b3c-7d2e-9f00-1a2b3c4d5e6f", ErrInvalidMessageID, s)
-	}
-	hex := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	for i := range id {
-		hi, ok1 := unhex(hex[2*i])
-		lo, ok2 := unhex(hex[2*i+1])
-		if !ok1 || !ok2 {
-			return MessageID{}, fmt.Errorf("%w: %q: not hexadecimal", ErrInvalidMessageID, s)
-		}
-		id[i] = hi<<4 | lo
-	}
-	return id, nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
-}
-
-// ErrPartitionCountMismatch matches *PartitionCountError.
-var ErrPartitionCountMismatch = errors.New("seqbox: partition count mismatch")
-
-// Is matches ErrPartitionCountMismatch.
-func (e *PartitionCountError) Is(target error) bool { return target == ErrPartitionCountMismatch }
+// PartitionCountError is outbox.PartitionCountError.
+type PartitionCountError = outbox.PartitionCountError
 
 // OpError is an error with what seqbox was doing when it happened. Its
 // text carries the "seqbox: " prefix once, even when the cause's own text

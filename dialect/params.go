@@ -1,7 +1,6 @@
 package dialect
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -33,18 +32,6 @@ type QueueRegisterParams struct {
 type QueueDef struct {
 	Queue      string
 	Partitions int
-}
-
-// PartitionCountError reports a queue registered with another partition count.
-type PartitionCountError struct {
-	Queue      string
-	Registered int
-	Requested  int
-}
-
-func (e *PartitionCountError) Error() string {
-	return fmt.Sprintf("seqbox: queue %q is registered with %d partitions, not %d (the count is fixed at first registration)",
-		e.Queue, e.Registered, e.Requested)
 }
 
 // MessageRow is one validated message ready to insert.

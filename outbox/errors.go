@@ -4,9 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/seqbox/seqbox/dialect"
-	"github.com/seqbox/seqbox/internal/configerr"
 )
 
 // Sentinel errors, matched with errors.Is. The typed errors below carry the
@@ -22,16 +19,13 @@ var (
 	ErrInvalidHeaders      = errors.New("seqbox: invalid headers")
 	ErrInvalidDedupKey     = errors.New("seqbox: invalid dedup key")
 	// ErrUnencodable: NewMessage could not encode the value (or had no codec).
-	ErrUnencodable            = errors.New("seqbox: value does not encode")
-	ErrNilConn                = errors.New("seqbox: nil connection")
-	ErrInvalidConfig          = configerr.ErrInvalid
-	ErrStopped                = errors.New("seqbox: outbox stopped")
-	ErrPartitionCountMismatch = dialect.ErrPartitionCountMismatch
+	ErrUnencodable = errors.New("seqbox: value does not encode")
+	ErrNilConn     = errors.New("seqbox: nil connection")
+	// ErrInvalidConfig matches every *ConfigError.
+	ErrInvalidConfig = errors.New("seqbox: invalid configuration")
+	// ErrStopped: the outbox was stopped; it enqueues no more.
+	ErrStopped = errors.New("seqbox: outbox stopped")
 )
-
-// PartitionCountError reports a queue already registered with another
-// partition count; it matches ErrPartitionCountMismatch.
-type PartitionCountError = dialect.PartitionCountError
 
 // MessageError is a rejected message of an enqueue: which one, why (Err is
 // one of the sentinels), and the values involved. Nothing was written.
@@ -79,9 +73,25 @@ func (e *QueueError) Error() string {
 }
 func (e *QueueError) Is(target error) bool { return target == ErrQueueNotRegistered }
 
-// ConfigError names an invalid setting by its path in Config (e.g.
-// "Sequencer.Workers") and says why; it matches ErrInvalidConfig.
-type ConfigError = configerr.Error
+// ConfigError names a setting that cannot work and says why; it matches
+// ErrInvalidConfig and, when set, Also (e.g. processor.ErrInvalidOptions).
+// Start reports every one it finds at once, joined (errors.Join).
+type ConfigError struct {
+	// Field names the setting as the Builder takes it, e.g.
+	// "SequencerWorkers" or "Queue(orders).BatchSize".
+	Field  string
+	Reason string
+	Also   error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("seqbox: invalid configuration: %s: %s", e.Field, e.Reason)
+}
+
+// Is matches ErrInvalidConfig and Also.
+func (e *ConfigError) Is(target error) bool {
+	return target == ErrInvalidConfig || (e.Also != nil && target == e.Also)
+}
 
 // HeaderError names a header that cannot be stored as given; it matches
 // ErrInvalidHeaders. Key is quoted in the message, since it may hold any byte.

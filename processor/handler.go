@@ -2,13 +2,13 @@ package processor
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/handling"
 )
 
 // MessageID is a message's UUIDv7; its String is the canonical UUID text.
@@ -57,66 +57,69 @@ func (m Mode) String() string {
 	}
 }
 
-// Handler is a queue's handler in one of the four shapes; build it with
-// Leased, LeasedBatch, Transactional or TransactionalBatch.
-type Handler struct {
+// Handler is a queue's handler in one of four shapes: build it with
+// Leased, LeasedBatch, Transactional or TransactionalBatch (or their typed
+// forms, JSON and Decoded). Only this package implements it.
+type Handler interface {
+	// Mode reports how the handler runs.
+	Mode() Mode
+	handling.Handler
+	sealed()
+}
+
+// ErrInvalidHandler matches a Handler that cannot run: built from a nil
+// function (Start reports it, naming the queue).
+var ErrInvalidHandler = handling.ErrInvalidHandler
+
+// handler is every Handler: one of the two functions is set, by mode.
+type handler struct {
 	mode    Mode
 	leased  func(ctx context.Context, b *Batch) error
 	txBatch func(ctx context.Context, tx bun.Tx, b *Batch) error
 }
 
-// Mode reports how the handler runs.
-func (h *Handler) Mode() Mode { return h.mode }
+func (h *handler) sealed()             {}
+func (h *handler) Mode() Mode          { return h.mode }
+func (h *handler) Transactional() bool { return h.mode == ModeTransactional }
 
-// ErrInvalidHandler matches a Handler that cannot run: built from a nil
-// function, or not built by Leased, LeasedBatch, Transactional or
-// TransactionalBatch.
-var ErrInvalidHandler = errors.New("seqbox: invalid handler")
-
-// Validate reports a handler that cannot run, before any message reaches it.
-func (h *Handler) Validate() error {
-	switch {
-	case h == nil:
-		return fmt.Errorf("%w: nil", ErrInvalidHandler)
-	case h.mode == ModeLeased && h.leased != nil, h.mode == ModeTransactional && h.txBatch != nil:
-		return nil
-	case h.mode == ModeLeased || h.mode == ModeTransactional:
-		return fmt.Errorf("%w: built from a nil function", ErrInvalidHandler)
-	default:
-		return fmt.Errorf("%w: build it with processor.Leased, LeasedBatch, Transactional or TransactionalBatch", ErrInvalidHandler)
+// Validate reports a handler built from a nil function.
+func (h *handler) Validate() error {
+	if h.leased == nil && h.txBatch == nil {
+		return handling.Invalid("built from a nil function")
 	}
+	return nil
 }
 
 // Leased handles one message at a time outside any transaction. Return nil
 // to ack, an error to retry later, Reject(err) to dead-letter the message.
-func Leased(fn func(ctx context.Context, d Delivery) error) *Handler {
+func Leased(fn func(ctx context.Context, d Delivery) error) Handler {
 	if fn == nil {
-		return &Handler{mode: ModeLeased}
+		return &handler{mode: ModeLeased}
 	}
-	return &Handler{mode: ModeLeased, leased: func(ctx context.Context, b *Batch) error {
+	return &handler{mode: ModeLeased, leased: func(ctx context.Context, b *Batch) error {
 		return b.each(ctx, fn)
 	}}
 }
 
 // LeasedBatch handles a whole batch; see Batch for partial acks.
-func LeasedBatch(fn func(ctx context.Context, b *Batch) error) *Handler {
-	return &Handler{mode: ModeLeased, leased: fn}
+func LeasedBatch(fn func(ctx context.Context, b *Batch) error) Handler {
+	return &handler{mode: ModeLeased, leased: fn}
 }
 
 // Transactional handles one message at a time inside the ack transaction.
 // An error rolls back the whole batch, the handler's writes included.
-func Transactional(fn func(ctx context.Context, tx bun.Tx, d Delivery) error) *Handler {
+func Transactional(fn func(ctx context.Context, tx bun.Tx, d Delivery) error) Handler {
 	if fn == nil {
-		return &Handler{mode: ModeTransactional}
+		return &handler{mode: ModeTransactional}
 	}
-	return &Handler{mode: ModeTransactional, txBatch: func(ctx context.Context, tx bun.Tx, b *Batch) error {
+	return &handler{mode: ModeTransactional, txBatch: func(ctx context.Context, tx bun.Tx, b *Batch) error {
 		return b.each(ctx, func(ctx context.Context, d Delivery) error { return fn(ctx, tx, d) })
 	}}
 }
 
 // TransactionalBatch handles a whole batch inside the ack transaction.
-func TransactionalBatch(fn func(ctx context.Context, tx bun.Tx, b *Batch) error) *Handler {
-	return &Handler{mode: ModeTransactional, txBatch: fn}
+func TransactionalBatch(fn func(ctx context.Context, tx bun.Tx, b *Batch) error) Handler {
+	return &handler{mode: ModeTransactional, txBatch: fn}
 }
 
 // Batch is the messages of one partition handed to a batch handler, in seq
@@ -167,7 +170,7 @@ func (b *Batch) each(ctx context.Context, fn func(ctx context.Context, d Deliver
 }
 
 // ErrRejected matches every error made by Reject.
-var ErrRejected = errors.New("seqbox: message rejected")
+var ErrRejected = handling.ErrRejected
 
 // RejectError marks a message that must not be retried.
 type RejectError struct{ Err error }
@@ -179,7 +182,7 @@ func (e *RejectError) Error() string {
 	if e.Err == nil {
 		return "seqbox: message rejected"
 	}
-	return fmt.Sprintf("seqbox: message rejected: %v", e.Err)
+	return "seqbox: message rejected: " + strings.TrimPrefix(e.Err.Error(), "seqbox: ")
 }
 func (e *RejectError) Unwrap() error        { return e.Err }
 func (e *RejectError) Is(target error) bool { return target == ErrRejected }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,7 +116,7 @@ func TestLeasedHandlerRunsEach(t *testing.T) {
 		}
 		return nil
 	})
-	b := newBatch(3)
-	require.ErrorIs(t, h.leased(context.Background(), b), boom)
-	require.Equal(t, 1, b.Acked())
+	res := h.Bind(nil).Run(context.Background(), &handling.Call{Queue: "q", Messages: []handling.Message{{Seq: 1}, {Seq: 2}, {Seq: 3}}})
+	require.ErrorIs(t, res.Err, boom)
+	require.Equal(t, 1, res.Acked)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 )
@@ -20,6 +21,17 @@ func recordingMiddleware(name string, log *[]string, calls *[]*Call) Middleware 
 	}
 }
 
+// run is one handler call as the engine makes it, through opts' middleware.
+func run(h Handler, partition, n int, tx *bun.Tx, opts ...QueueOption) handling.Result {
+	own := make([]handling.Option, len(opts))
+	for i, o := range opts {
+		own[i] = o
+	}
+	return h.Bind(own).Run(context.Background(), &handling.Call{Queue: "q", Partition: partition, Tx: tx, Messages: make([]handling.Message, n)})
+}
+
+var errBoom = errors.New("boom")
+
 // TestMiddlewareOrder: the first middleware registered is outermost (the
 // queue defaults' before the queue's own), every shape goes through the
 // chain, and the Call names the queue, partition, mode, batch and tx.
@@ -27,36 +39,36 @@ func TestMiddlewareOrder(t *testing.T) {
 	t.Parallel()
 	var log []string
 	var calls []*Call
-	opts := NewQueueOptions(Use(recordingMiddleware("defaults", &log, &calls)), Use(recordingMiddleware("queue", &log, &calls)))
-	leased := &task{queue: "q", partition: 3, opts: opts, h: Leased(func(context.Context, Delivery) error {
+	opts := []QueueOption{Use(recordingMiddleware("defaults", &log, &calls)), Use(recordingMiddleware("queue", &log, &calls))}
+	leased := Leased(func(context.Context, Delivery) error {
 		log = append(log, "handler")
 		return nil
-	})}
-	b := &Batch{Messages: make([]Delivery, 2)}
-	require.NoError(t, leased.runLeased(context.Background(), b))
+	})
+	require.NoError(t, run(leased, 3, 2, nil, opts...).Err)
 	require.Equal(t, []string{"defaults>", "queue>", "handler", "handler", "<queue", "<defaults"}, log)
 	require.Len(t, calls, 2)
 	require.Same(t, calls[0], calls[1], "one Call per handler call")
 	require.Equal(t, "q", calls[0].Queue)
 	require.Equal(t, 3, calls[0].Partition)
 	require.Equal(t, ModeLeased, calls[0].Mode)
-	require.Same(t, b, calls[0].Batch)
+	require.Len(t, calls[0].Batch.Messages, 2)
 	require.Nil(t, calls[0].Tx)
 	require.Equal(t, 2, calls[0].Batch.Acked(), "after next, the batch tells how far the handler got")
 
 	log, calls = nil, nil
-	tx := &task{queue: "q", partition: 1, opts: opts, h: Transactional(func(context.Context, bun.Tx, Delivery) error {
+	tx := Transactional(func(context.Context, bun.Tx, Delivery) error {
 		log = append(log, "handler")
 		return nil
-	})}
-	require.NoError(t, tx.runTx(context.Background(), bun.Tx{}, &Batch{Messages: make([]Delivery, 1)}))
+	})
+	require.NoError(t, run(tx, 1, 1, &bun.Tx{}, opts...).Err)
 	require.Equal(t, []string{"defaults>", "queue>", "handler", "<queue", "<defaults"}, log)
 	require.Equal(t, ModeTransactional, calls[0].Mode)
 	require.NotNil(t, calls[0].Tx)
 }
 
 // TestMiddlewareShortCircuitAndErrors: a middleware may answer without
-// calling the handler, and sees the handler's error on the way out.
+// calling the handler, and sees the handler's error on the way out; a
+// panic in a middleware is the call's error.
 func TestMiddlewareShortCircuitAndErrors(t *testing.T) {
 	t.Parallel()
 	errBusy := errors.New("busy")
@@ -67,16 +79,15 @@ func TestMiddlewareShortCircuitAndErrors(t *testing.T) {
 		seen = next(ctx)
 		return seen
 	}
-	task := &task{queue: "q", opts: NewQueueOptions(Use(observe)), h: h}
-	require.ErrorIs(t, task.runLeased(context.Background(), &Batch{Messages: make([]Delivery, 1)}), errBoom)
+	require.ErrorIs(t, run(h, 0, 1, nil, Use(observe)).Err, errBoom)
 	require.ErrorIs(t, seen, errBoom)
 	require.True(t, called)
 
 	called = false
 	refuse := func(context.Context, *Call, func(context.Context) error) error { return errBusy }
-	task.opts = NewQueueOptions(Use(refuse, observe))
-	require.ErrorIs(t, task.runLeased(context.Background(), &Batch{Messages: make([]Delivery, 1)}), errBusy)
+	require.ErrorIs(t, run(h, 0, 1, nil, Use(refuse, observe)).Err, errBusy)
 	require.False(t, called, "the handler is not called")
 
-	require.ErrorIs(t, NewQueueOptions(Use(nil)).Validate(), ErrInvalidOptions)
+	panics := func(context.Context, *Call, func(context.Context) error) error { panic("mw") }
+	require.Error(t, run(h, 0, 1, nil, Use(panics)).Err)
 }

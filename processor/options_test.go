@@ -1,4 +1,4 @@
-package processor_test
+package processor
 
 import (
 	"errors"
@@ -8,107 +8,115 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/internal/handling"
 )
 
 func TestRejectError(t *testing.T) {
 	t.Parallel()
 	cause := errors.New("cannot parse")
-	err := fmt.Errorf("handler: %w", processor.Reject(cause))
+	err := fmt.Errorf("handler: %w", Reject(cause))
 
-	require.ErrorIs(t, err, processor.ErrRejected)
+	require.ErrorIs(t, err, ErrRejected)
 	require.ErrorIs(t, err, cause, "the cause stays reachable")
-	var rerr *processor.RejectError
+	var rerr *RejectError
 	require.ErrorAs(t, err, &rerr)
 	require.Same(t, cause, rerr.Unwrap())
 	require.Equal(t, "seqbox: message rejected: cannot parse", rerr.Error())
+	require.Equal(t, "seqbox: message rejected: x", Reject(errors.New("seqbox: x")).Error(), "the prefix is said once")
 
-	require.ErrorIs(t, processor.Reject(nil), processor.ErrRejected)
-	require.Equal(t, "seqbox: message rejected", processor.Reject(nil).Error())
-	require.NotErrorIs(t, cause, processor.ErrRejected, "a plain error is retried, not rejected")
+	require.ErrorIs(t, Reject(nil), ErrRejected)
+	require.Equal(t, "seqbox: message rejected", Reject(nil).Error())
+	require.NotErrorIs(t, cause, ErrRejected, "a plain error is retried, not rejected")
+}
+
+// resolve is what Start makes of a queue's own options.
+func resolve(opts ...QueueOption) handling.Options {
+	own := make([]handling.Option, len(opts))
+	for i, o := range opts {
+		own[i] = o
+	}
+	return handling.Resolve(nil, own)
+}
+
+func TestQueueOptionsDefaults(t *testing.T) {
+	t.Parallel()
+	got := resolve()
+	require.Equal(t, handling.Options{
+		BatchSize: 100, MaxAttempts: 10, RetryBase: time.Second, RetryMax: 5 * time.Minute,
+		Lease: 30 * time.Second, LeaseHeadroom: 2 * time.Second, HandlerTimeout: 30 * time.Second,
+		DedupWindow: 24 * time.Hour,
+	}, got, "documented defaults")
+	require.Empty(t, got.Validate("Queue(q)", true, false))
+
+	got = resolve(BatchSize(7), MaxAttempts(3), Retry(10*time.Millisecond, time.Second),
+		Lease(time.Minute, 5*time.Second), DedupWindow(time.Minute), BatchSize(8)) // later options win
+	require.Equal(t, 8, got.BatchSize)
+	require.Equal(t, 3, got.MaxAttempts)
+	require.Equal(t, time.Minute, got.Lease)
+	require.Equal(t, 5*time.Second, got.LeaseHeadroom)
+	require.Equal(t, time.Minute, got.DedupWindow)
+	require.Equal(t, 100, resolve(BatchSize(0)).BatchSize, "zero means the default")
 }
 
 func TestQueueOptionsValidate(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, processor.DefaultQueueOptions().Validate())
-
-	tests := []struct {
+	for _, tt := range []struct {
 		name string
-		edit func(o *processor.QueueOptions)
+		opt  QueueOption
 	}{
-		{"batch size zero", func(o *processor.QueueOptions) { o.BatchSize = 0 }},
-		{"batch size too large", func(o *processor.QueueOptions) { o.BatchSize = 10001 }},
-		{"zero retry base", func(o *processor.QueueOptions) { o.RetryBase = 0 }},
-		{"negative retry base", func(o *processor.QueueOptions) { o.RetryBase = -time.Second }},
-		{"retry max below base", func(o *processor.QueueOptions) { o.RetryBase, o.RetryMax = time.Minute, time.Second }},
-		{"lease too short", func(o *processor.QueueOptions) { o.Lease, o.LeaseHeadroom = 99*time.Millisecond, time.Millisecond }},
-		{"zero headroom", func(o *processor.QueueOptions) { o.LeaseHeadroom = 0 }},
-		{"headroom equals lease", func(o *processor.QueueOptions) { o.LeaseHeadroom = o.Lease }},
-		{"headroom above lease", func(o *processor.QueueOptions) { o.LeaseHeadroom = o.Lease + time.Second }},
-		{"zero handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = 0 }},
-		{"negative handler timeout", func(o *processor.QueueOptions) { o.HandlerTimeout = -time.Second }},
-		{"unknown failure policy", func(o *processor.QueueOptions) { o.OnFailure = processor.FailurePolicy(7) }},
-		{"zero dedup window", func(o *processor.QueueOptions) { o.DedupWindow = 0 }},
-		{"negative dedup window", func(o *processor.QueueOptions) { o.DedupWindow = -time.Hour }},
-		{"dedup window too long", func(o *processor.QueueOptions) { o.DedupWindow = processor.DedupWindowMax + 1 }},
-		{"park that never gives up", func(o *processor.QueueOptions) {
-			o.OnFailure, o.MaxAttempts = processor.Park, processor.MaxAttemptsNever
-		}},
-	}
-	for _, tt := range tests {
+		{"batch size too large", BatchSize(10001)},
+		{"negative batch size", BatchSize(-1)},
+		{"negative retry base", Retry(-time.Second, time.Second)},
+		{"retry max below base", Retry(time.Minute, time.Second)},
+		{"lease too short", Lease(99*time.Millisecond, time.Millisecond)},
+		{"headroom equals lease", Lease(time.Second, time.Second)},
+		{"unknown failure policy", OnFailure(FailurePolicy(7))},
+		{"negative dedup window", DedupWindow(-time.Hour)},
+		{"dedup window too long", DedupWindow(DedupWindowMax + 1)},
+		{"nil middleware", Use(nil)},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			o := processor.DefaultQueueOptions()
-			tt.edit(&o)
-			require.ErrorIs(t, o.Validate(), processor.ErrInvalidOptions)
+			errs := resolve(tt.opt).Validate("Queue(q)", true, false)
+			require.Len(t, errs, 1, "%v", errs)
+			require.ErrorIs(t, errs[0], ErrInvalidOptions)
 		})
 	}
+	errs := resolve(OnFailure(Park), MaxAttempts(MaxAttemptsNever)).Validate("Queue(q)", true, false)
+	require.Len(t, errs, 1, "park that never gives up")
 }
 
-// TestQueueOptionsValidateBoundaries checks the limits themselves are allowed.
-func TestQueueOptionsValidateBoundaries(t *testing.T) {
+func TestQueueOptionsBoundaries(t *testing.T) {
 	t.Parallel()
-	o := processor.NewQueueOptions(
-		processor.BatchSize(10000),
-		processor.MaxAttempts(processor.MaxAttemptsNever),
-		processor.Retry(time.Millisecond, time.Millisecond),
-		processor.Lease(100*time.Millisecond, 99*time.Millisecond),
-	)
-	require.NoError(t, o.Validate())
-	require.NoError(t, processor.NewQueueOptions(processor.BatchSize(1)).Validate())
-	require.NoError(t, processor.NewQueueOptions(processor.OnFailure(processor.Park), processor.MaxAttempts(1)).Validate())
-	require.Equal(t, "park", processor.Park.String())
-	require.Equal(t, "dead-letter", processor.DeadLetter.String())
+	o := resolve(BatchSize(10000), MaxAttempts(MaxAttemptsNever), Retry(time.Millisecond, time.Millisecond),
+		Lease(100*time.Millisecond, 99*time.Millisecond))
+	require.Empty(t, o.Validate("Queue(q)", true, false))
+	require.Empty(t, resolve(BatchSize(1)).Validate("Queue(q)", true, false))
+	require.Empty(t, resolve(OnFailure(Park), MaxAttempts(1)).Validate("Queue(q)", true, false))
+	require.Equal(t, "park", Park.String())
+	require.Equal(t, "dead-letter", DeadLetter.String())
 }
 
-func TestNewQueueOptions(t *testing.T) {
+// TestQueueOptionsThatDoNotApply: an option on a queue whose handler it
+// does not apply to is an error naming it; the same option among the
+// defaults is left out.
+func TestQueueOptionsThatDoNotApply(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, processor.DefaultQueueOptions(), processor.NewQueueOptions())
-	require.Equal(t, processor.QueueOptions{
-		BatchSize: 100, MaxAttempts: 10, RetryBase: time.Second, RetryMax: 5 * time.Minute,
-		Lease: 30 * time.Second, LeaseHeadroom: 2 * time.Second, HandlerTimeout: 30 * time.Second,
-		DedupWindow: 24 * time.Hour,
-	}, processor.DefaultQueueOptions(), "documented defaults")
+	fields := func(errs []error) []string {
+		var out []string
+		for _, err := range errs {
+			out = append(out, err.(interface{ Error() string }).Error())
+		}
+		return out
+	}
+	require.Len(t, resolve(Lease(time.Second, 100*time.Millisecond)).Validate("Queue(q)", true, true), 1, "lease on transactional")
+	require.Len(t, resolve(HandlerTimeout(time.Second)).Validate("Queue(q)", true, false), 1, "handler timeout on leased")
+	errs := resolve(BatchSize(3), DedupWindow(time.Hour)).Validate("Queue(q)", false, false)
+	require.Len(t, errs, 1, "%v", fields(errs))
+	require.Contains(t, errs[0].Error(), "Queue(q).BatchSize")
 
-	got := processor.NewQueueOptions(
-		processor.BatchSize(7),
-		processor.MaxAttempts(3),
-		processor.Retry(10*time.Millisecond, time.Second),
-		processor.Lease(time.Minute, 5*time.Second),
-		processor.HandlerTimeout(9*time.Second),
-		processor.DedupWindow(time.Minute),
-		processor.BatchSize(8), // later options win
-	)
-	require.Equal(t, processor.QueueOptions{
-		BatchSize: 8, MaxAttempts: 3, RetryBase: 10 * time.Millisecond, RetryMax: time.Second,
-		Lease: time.Minute, LeaseHeadroom: 5 * time.Second, HandlerTimeout: 9 * time.Second, DedupWindow: time.Minute,
-	}, got)
-
-	// Options left out keep their defaults; zero means default, nil is skipped.
-	only := processor.NewQueueOptions(processor.MaxAttempts(processor.MaxAttemptsNever), nil)
-	want := processor.DefaultQueueOptions()
-	want.MaxAttempts = processor.MaxAttemptsNever
-	require.Equal(t, want, only)
-	require.Equal(t, processor.DefaultQueueOptions(), processor.NewQueueOptions(processor.MaxAttempts(0), processor.BatchSize(0)))
-	require.Equal(t, processor.DefaultQueueOptions(), processor.QueueOptions{}.WithDefaults())
+	defaults := []handling.Option{Lease(time.Second, 100*time.Millisecond), HandlerTimeout(time.Second)}
+	o := handling.Resolve(defaults, nil)
+	require.Empty(t, o.Validate("Queue(q)", true, true))
+	require.Empty(t, o.Validate("Queue(q)", true, false))
+	require.Empty(t, o.Validate("Queue(q)", false, false))
 }

@@ -2,29 +2,13 @@ package processor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/outbox"
 )
-
-// Codec turns values into payloads and back: typed handlers decode with
-// it, outbox.NewMessage encodes with it. JSON is the one seqbox ships;
-// another format (protobuf, msgpack, a versioned envelope) is a value
-// with these two methods.
-type Codec interface {
-	Marshal(v any) ([]byte, error)
-	Unmarshal(payload []byte, v any) error
-}
-
-// JSONCodec is the encoding/json codec.
-var JSONCodec Codec = jsonCodec{}
-
-type jsonCodec struct{}
-
-func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
-func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // ErrUndecodable matches every DecodeError.
 var ErrUndecodable = errors.New("seqbox: payload does not decode")
@@ -51,7 +35,7 @@ type Typed[T any] struct {
 	Value T
 }
 
-func decode[T any](c Codec, d Delivery) (Typed[T], error) {
+func decode[T any](c outbox.Codec, d Delivery) (Typed[T], error) {
 	td := Typed[T]{Delivery: d}
 	if err := c.Unmarshal(d.Payload, &td.Value); err != nil {
 		return td, Reject(&DecodeError{ID: d.ID, PayloadType: d.PayloadType, Err: err})
@@ -62,9 +46,9 @@ func decode[T any](c Codec, d Delivery) (Typed[T], error) {
 // Decoded is Leased with the payload decoded by c into a T; a payload that
 // does not decode is dead-lettered with a *DecodeError, the handler not
 // called. A nil codec or function makes a handler that Validate refuses.
-func Decoded[T any](c Codec, fn func(ctx context.Context, d Typed[T]) error) *Handler {
+func Decoded[T any](c outbox.Codec, fn func(ctx context.Context, d Typed[T]) error) Handler {
 	if c == nil || fn == nil {
-		return &Handler{mode: ModeLeased}
+		return &handler{mode: ModeLeased}
 	}
 	return Leased(func(ctx context.Context, d Delivery) error {
 		td, err := decode[T](c, d)
@@ -76,9 +60,9 @@ func Decoded[T any](c Codec, fn func(ctx context.Context, d Typed[T]) error) *Ha
 }
 
 // DecodedTransactional is Transactional with the payload decoded by c.
-func DecodedTransactional[T any](c Codec, fn func(ctx context.Context, tx bun.Tx, d Typed[T]) error) *Handler {
+func DecodedTransactional[T any](c outbox.Codec, fn func(ctx context.Context, tx bun.Tx, d Typed[T]) error) Handler {
 	if c == nil || fn == nil {
-		return &Handler{mode: ModeTransactional}
+		return &handler{mode: ModeTransactional}
 	}
 	return Transactional(func(ctx context.Context, tx bun.Tx, d Delivery) error {
 		td, err := decode[T](c, d)
@@ -93,9 +77,9 @@ func DecodedTransactional[T any](c Codec, fn func(ctx context.Context, tx bun.Tx
 // is b.Messages[i] decoded. When a message does not decode, the handler
 // gets the batch up to it (if any); once it has acked all of those, the
 // undecodable message is dead-lettered and the partition goes on.
-func DecodedBatch[T any](c Codec, fn func(ctx context.Context, b *Batch, values []T) error) *Handler {
+func DecodedBatch[T any](c outbox.Codec, fn func(ctx context.Context, b *Batch, values []T) error) Handler {
 	if c == nil || fn == nil {
-		return &Handler{mode: ModeLeased}
+		return &handler{mode: ModeLeased}
 	}
 	return LeasedBatch(func(ctx context.Context, b *Batch) error {
 		values := make([]T, 0, len(b.Messages))
@@ -128,16 +112,16 @@ func DecodedBatch[T any](c Codec, fn func(ctx context.Context, b *Batch, values 
 }
 
 // JSON is Decoded with the JSON codec: a leased handler of T values.
-func JSON[T any](fn func(ctx context.Context, d Typed[T]) error) *Handler {
-	return Decoded(JSONCodec, fn)
+func JSON[T any](fn func(ctx context.Context, d Typed[T]) error) Handler {
+	return Decoded(outbox.JSONCodec, fn)
 }
 
 // JSONBatch is DecodedBatch with the JSON codec.
-func JSONBatch[T any](fn func(ctx context.Context, b *Batch, values []T) error) *Handler {
-	return DecodedBatch(JSONCodec, fn)
+func JSONBatch[T any](fn func(ctx context.Context, b *Batch, values []T) error) Handler {
+	return DecodedBatch(outbox.JSONCodec, fn)
 }
 
 // JSONTransactional is DecodedTransactional with the JSON codec.
-func JSONTransactional[T any](fn func(ctx context.Context, tx bun.Tx, d Typed[T]) error) *Handler {
-	return DecodedTransactional(JSONCodec, fn)
+func JSONTransactional[T any](fn func(ctx context.Context, tx bun.Tx, d Typed[T]) error) Handler {
+	return DecodedTransactional(outbox.JSONCodec, fn)
 }

@@ -34,7 +34,7 @@ func TestJSONDecodes(t *testing.T) {
 	})
 	require.NoError(t, h.Validate())
 	b := deliveriesOf(`{"id":1,"total":"9.50"}`, `{"id":2`, `{"id":3}`)
-	err := h.leased(context.Background(), b)
+	err := h.(*handler).leased(context.Background(), b)
 	require.ErrorIs(t, err, ErrRejected)
 	require.ErrorIs(t, err, ErrUndecodable)
 	var de *DecodeError
@@ -56,14 +56,14 @@ func TestJSONBatch(t *testing.T) {
 		return nil
 	})
 	b := deliveriesOf(`{"id":1}`, `{"id":2}`, `not json`, `{"id":4}`)
-	err := h.leased(context.Background(), b)
+	err := h.(*handler).leased(context.Background(), b)
 	require.ErrorIs(t, err, ErrUndecodable)
 	require.Equal(t, []order{{ID: 1}, {ID: 2}}, got)
 	require.Equal(t, 2, b.Acked(), "the prefix is acked, the rejection then takes the third")
 
 	all := deliveriesOf(`{"id":1}`, `{"id":2}`)
 	got = nil
-	require.NoError(t, h.leased(context.Background(), all))
+	require.NoError(t, h.(*handler).leased(context.Background(), all))
 	require.Len(t, got, 2)
 
 	errLater := errors.New("later")
@@ -72,12 +72,12 @@ func TestJSONBatch(t *testing.T) {
 		return errLater
 	})
 	b = deliveriesOf(`{"id":1}`, `{"id":2}`, `nope`)
-	require.ErrorIs(t, partial.leased(context.Background(), b), errLater, "the handler's error wins over the decode failure behind it")
+	require.ErrorIs(t, partial.(*handler).leased(context.Background(), b), errLater, "the handler's error wins over the decode failure behind it")
 	require.Equal(t, 1, b.Acked())
 
 	first := deliveriesOf(`nope`, `{"id":2}`)
 	called := false
-	require.ErrorIs(t, JSONBatch(func(context.Context, *Batch, []order) error { called = true; return nil }).leased(context.Background(), first), ErrUndecodable)
+	require.ErrorIs(t, JSONBatch(func(context.Context, *Batch, []order) error { called = true; return nil }).(*handler).leased(context.Background(), first), ErrUndecodable)
 	require.False(t, called, "nothing decodable before it: the handler is not called")
 }
 

@@ -76,21 +76,27 @@ type Store interface {
 	SequenceMoveMany(ctx context.Context, params *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error)
 }
 
-// Validate reports a setting that cannot work, naming its field.
-func (c Config) Validate() error {
-	switch {
-	case c.Workers < 1:
-		return configerr.New("Workers", "%d: must be >= 1", c.Workers)
-	case c.BatchSize < 1 || c.BatchSize > 10000:
-		return configerr.New("BatchSize", "%d: must be 1..10000", c.BatchSize)
-	case c.MaxInnerIterations < 1:
-		return configerr.New("MaxInnerIterations", "%d: must be >= 1", c.MaxInnerIterations)
-	case c.MovePartitions < 1 || c.MovePartitions > 1024:
-		return configerr.New("MovePartitions", "%d: must be 1..1024", c.MovePartitions)
-	case c.ReconcileInterval <= 0:
-		return configerr.New("ReconcileInterval", "%v: must be > 0", c.ReconcileInterval)
+// Validate reports every setting that cannot work, named as the Builder
+// takes it.
+func (c Config) Validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) { errs = append(errs, configerr.New(field, format, args...)) }
+	if c.Workers < 1 {
+		bad("SequencerWorkers", "%d: must be >= 1", c.Workers)
 	}
-	return nil
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		bad("SequencerBatchSize", "%d: must be 1..10000", c.BatchSize)
+	}
+	if c.MaxInnerIterations < 1 {
+		bad("SequencerMaxIterations", "%d: must be >= 1", c.MaxInnerIterations)
+	}
+	if c.MovePartitions < 1 || c.MovePartitions > 1024 {
+		bad("SequencerMovePartitions", "%d: must be 1..1024", c.MovePartitions)
+	}
+	if c.ReconcileInterval <= 0 {
+		bad("ReconcileInterval", "%v: must be > 0", c.ReconcileInterval)
+	}
+	return errs
 }
 
 // Notify is called after a commit that sequenced rows into a partition.

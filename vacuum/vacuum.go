@@ -55,15 +55,17 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports a setting that cannot work, naming its field.
-func (c Config) Validate() error {
+// Validate reports every setting that cannot work, named as the Builder
+// takes it.
+func (c Config) Validate() []error {
+	var errs []error
 	if c.Interval <= 0 {
-		return configerr.New("Interval", "%v: must be > 0", c.Interval)
+		errs = append(errs, configerr.New("VacuumInterval", "%v: must be > 0", c.Interval))
 	}
 	if c.Chunk < 1 || c.Chunk > 100000 {
-		return configerr.New("Chunk", "%d: must be 1..100000", c.Chunk)
+		errs = append(errs, configerr.New("VacuumChunk", "%d: must be 1..100000", c.Chunk))
 	}
-	return nil
+	return errs
 }
 
 // Store is what the vacuum needs from the SQL layer (dialect.Dialect has

@@ -27,6 +27,7 @@ import (
 
 	"github.com/uptrace/bun"
 
+	"github.com/seqbox/seqbox"
 	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 	"github.com/seqbox/seqbox/outbox"
 )
@@ -195,8 +196,8 @@ func (o Options) validate() error {
 		return bad("duration %v: must be > 0", o.Duration)
 	case o.Partitions < outbox.MinPartitions || o.Partitions > outbox.MaxPartitions:
 		return bad("partitions %d: must be %d..%d", o.Partitions, outbox.MinPartitions, outbox.MaxPartitions)
-	case o.Payload < 0 || o.Payload > outbox.MaxPayloadBytesDefault:
-		return bad("payload %d: must be 1..%d bytes", o.Payload, outbox.MaxPayloadBytesDefault)
+	case o.Payload < 0 || o.Payload > seqbox.MaxPayloadBytesDefault:
+		return bad("payload %d: must be 1..%d bytes", o.Payload, seqbox.MaxPayloadBytesDefault)
 	case o.SequencerWorkers < 0 || o.SequencerBatch < 0 || o.ProcessorConcurrency < 0 || o.ProcessorBatch < 0:
 		return bad("knob overrides must be >= 0 (0 keeps the default)")
 	case o.Producers < 0 || o.Producers > 1000:

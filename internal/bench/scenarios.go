@@ -19,6 +19,8 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -68,7 +70,7 @@ func newPrefix() string {
 
 // builder configures an outbox on prefix with the library defaults; a nil
 // handler makes it producer-only.
-func (b *bencher) builder(prefix string, partitions int, h *processor.Handler) *seqbox.Builder {
+func (b *bencher) builder(prefix string, partitions int, h processor.Handler) *seqbox.Builder {
 	bld := seqbox.New(b.db).TablePrefix(prefix).Migrate(true).Logger(b.log)
 	var q []processor.QueueOption
 	if n := b.opts.ProcessorBatch; n > 0 {
@@ -90,30 +92,30 @@ func (b *bencher) builder(prefix string, partitions int, h *processor.Handler) *
 // knobs reports the settings the runs use: the builder's defaults, with the
 // single-writer adjustment outbox.Start makes on SQLite.
 func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
-	d, err := seqbox.Dialect(ctx, b.db, "bench_")
+	d, err := dialects.Open(b.db, "bench_")
 	if err != nil {
 		return Knobs{}, fmt.Errorf("bench: dialect: %w", err)
 	}
-	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
-	cfg := b.builder("bench_", b.opts.Partitions, noop).Config()
-	workers := cmp.Or(cfg.Sequencer.Workers, d.Tuning().SequencerWorkers)
-	q := cfg.Queues[0].Options
+	// What b.builder sets, over the Builder's defaults.
 	return Knobs{
-		SequencerWorkers: workers, SequencerBatchSize: cfg.Sequencer.BatchSize,
-		SequencerMaxInnerIterations: cfg.Sequencer.MaxInnerIterations,
-		ReconcileInterval:           cfg.Sequencer.ReconcileInterval.String(),
-		ProcessorConcurrency:        cfg.Processor.Concurrency, ProcessorBatchSize: q.BatchSize,
-		ProcessorMode: noop.Mode().String(), PollInterval: cfg.Processor.PollInterval.String(),
-		Lease:          q.Lease.String(),
-		VacuumInterval: cfg.Vacuum.Interval.String(), VacuumChunk: cfg.Vacuum.Chunk,
-		EnqueueChunkRows: cfg.EnqueueChunkRows, EnqueueChunkBytes: cfg.EnqueueChunkBytes,
-		MaybeDirtyWindow: cfg.MaybeDirtyWindow.String(),
+		SequencerWorkers:            cmp.Or(b.opts.SequencerWorkers, d.Tuning().SequencerWorkers),
+		SequencerBatchSize:          cmp.Or(b.opts.SequencerBatch, seqbox.SequencerBatchSizeDefault),
+		SequencerMaxInnerIterations: seqbox.SequencerMaxIterationsDefault,
+		ReconcileInterval:           seqbox.ReconcileIntervalDefault.String(),
+		ProcessorConcurrency:        cmp.Or(b.opts.ProcessorConcurrency, seqbox.ProcessorConcurrencyDefault),
+		ProcessorBatchSize:          cmp.Or(b.opts.ProcessorBatch, processor.BatchSizeDefault),
+		ProcessorMode:               processor.ModeLeased.String(), PollInterval: seqbox.PollIntervalDefault.String(),
+		Lease:          processor.LeaseDefault.String(),
+		VacuumInterval: seqbox.VacuumIntervalDefault.String(), VacuumChunk: seqbox.VacuumChunkDefault,
+		EnqueueChunkRows: seqbox.EnqueueChunkRowsDefault, EnqueueChunkBytes: seqbox.EnqueueChunkBytesDefault,
+		MaybeDirtyWindow: seqbox.MaybeDirtyWindowDefault.String(),
 	}, nil
 }
 
 // run is one outbox on fresh tables.
 type run struct {
-	ob         *outbox.Outbox
+	ob         *seqbox.Outbox
+	e          *engine.Outbox
 	d          dialect.Dialect
 	prefix     string
 	partitions int
@@ -125,9 +127,9 @@ type run struct {
 // start migrates fresh tables and starts an outbox on them (with no
 // background task at all when producerOnly). On failure it drops what it
 // created; otherwise the caller must call cleanup.
-func (b *bencher) start(ctx context.Context, partitions int, h *processor.Handler, producerOnly bool) (*run, error) {
+func (b *bencher) start(ctx context.Context, partitions int, h processor.Handler, producerOnly bool) (*run, error) {
 	prefix := newPrefix()
-	d, err := seqbox.Dialect(ctx, b.db, prefix)
+	d, err := dialects.Open(b.db, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("bench: dialect: %w", err)
 	}
@@ -136,23 +138,26 @@ func (b *bencher) start(ctx context.Context, partitions int, h *processor.Handle
 	if producerOnly {
 		bld.ProducerOnly()
 	}
-	if r.ob, err = bld.Start(ctx); err != nil {
+	var c engine.Capture
+	if r.ob, err = bld.Start(engine.WithCapture(ctx, &c)); err != nil {
 		r.drop(ctx)
 		return nil, fmt.Errorf("bench: start outbox: %w", err)
 	}
+	r.e = c.Outbox
 	return r, nil
 }
 
 // restart stops the outbox and starts another on the same tables.
-func (b *bencher) restart(ctx context.Context, r *run, h *processor.Handler) error {
+func (b *bencher) restart(ctx context.Context, r *run, h processor.Handler) error {
 	if err := r.stop(ctx); err != nil {
 		return err
 	}
-	ob, err := b.builder(r.prefix, r.partitions, h).Migrate(false).Start(ctx)
+	var c engine.Capture
+	ob, err := b.builder(r.prefix, r.partitions, h).Migrate(false).Start(engine.WithCapture(ctx, &c))
 	if err != nil {
 		return fmt.Errorf("bench: start outbox: %w", err)
 	}
-	r.ob, r.stopped = ob, false
+	r.ob, r.e, r.stopped = ob, c.Outbox, false
 	return nil
 }
 
@@ -477,7 +482,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producer
 // not two locking strategies.
 func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
 	prefix := newPrefix()
-	d, err := seqbox.Dialect(ctx, b.db, prefix)
+	d, err := dialects.Open(b.db, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("bench: dialect: %w", err)
 	}
@@ -514,7 +519,7 @@ func (b *bencher) twoRowBaselineRun(ctx context.Context, producers, batch int, m
 			err = cerr
 		}
 	}()
-	pids := r.ob.PartitionIDs(queueName)
+	pids := r.e.PartitionIDs(queueName)
 	body, incoming := bun.Ident(r.prefix+"body"), bun.Ident(r.prefix+"incoming")
 	return b.plainInserts(ctx, r.d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
 		if _, err := tx.NewRaw("INSERT INTO ? (id, msg_key, payload_type, payload, headers, created_at) VALUES ?",
@@ -585,7 +590,7 @@ func chunks(rows []baseRow) [][]baseRow {
 	start, size := 0, 0
 	for i := range rows {
 		rowBytes := 2*len(rows[i].payload) + len(rows[i].payloadType) + 160
-		if i > start && (i-start >= outbox.EnqueueChunkRowsDefault || size+rowBytes > outbox.EnqueueChunkBytesDefault) {
+		if i > start && (i-start >= seqbox.EnqueueChunkRowsDefault || size+rowBytes > seqbox.EnqueueChunkBytesDefault) {
 			out = append(out, rows[start:i])
 			start, size = i, 0
 		}

@@ -1,37 +1,23 @@
-// Package configerr is the one shape of a configuration error, shared by
-// every package that validates settings; outbox.ConfigError is this type.
+// Package configerr builds outbox.ConfigError values, the one shape of a
+// configuration error, for every package that validates settings.
 package configerr
 
 import (
 	"errors"
 	"fmt"
+
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // ErrInvalid matches every configuration error (outbox.ErrInvalidConfig).
-var ErrInvalid = errors.New("seqbox: invalid configuration")
+var ErrInvalid = outbox.ErrInvalidConfig
 
-// Error names the setting that cannot work and why; it matches ErrInvalid
-// and, when set, Also (a package's own sentinel).
-type Error struct {
-	// Field is the setting's path in seqbox.Config, e.g. "Sequencer.Workers"
-	// or "Queues[orders].Options.BatchSize".
-	Field  string
-	Reason string
-	Also   error
-}
+// Error is outbox.ConfigError.
+type Error = outbox.ConfigError
 
 // New builds an Error for field.
 func New(field, format string, args ...any) *Error {
 	return &Error{Field: field, Reason: fmt.Sprintf(format, args...)}
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("seqbox: invalid configuration: %s: %s", e.Field, e.Reason)
-}
-
-// Is matches ErrInvalid and Also.
-func (e *Error) Is(target error) bool {
-	return target == ErrInvalid || (e.Also != nil && target == e.Also)
 }
 
 // In returns err with its field placed under parent ("Sequencer" +

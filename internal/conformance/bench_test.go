@@ -18,6 +18,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -96,15 +97,15 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 }
 
 // benchOutbox starts an outbox on fresh tables, stopped and dropped at cleanup.
-func benchOutbox(b *testing.B, db *bun.DB, build func(*seqbox.Builder) *seqbox.Builder) (*outbox.Outbox, string, dialect.Dialect) {
+func benchOutbox(b *testing.B, db *bun.DB, build func(*seqbox.Builder) *seqbox.Builder) (*Outbox, string, dialect.Dialect) {
 	ctx := context.Background()
 	prefix := dbtest.Prefix(b)
-	d, err := seqbox.Dialect(ctx, db, prefix)
+	d, err := dialects.Open(db, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
-	ob, err := build(seqbox.New(db).TablePrefix(prefix).Migrate(true)).Start(ctx)
+	ob, err := StartOutbox(ctx, build(seqbox.New(db).TablePrefix(prefix).Migrate(true)))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func BenchmarkDrain(b *testing.B) {
 			var total time.Duration
 			for range b.N {
 				prefix := dbtest.Prefix(b)
-				d, err := seqbox.Dialect(ctx, db, prefix)
+				d, err := dialects.Open(db, prefix)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -323,13 +324,12 @@ func wakeupLatency(b *testing.B, o dbtest.Opener, noWakeups bool) (p50, p99, wor
 		consDB = prodDB // one process per SQLite file: the same handle
 	}
 	prod, prefix, _ := benchOutbox(b, prodDB, func(sb *seqbox.Builder) *seqbox.Builder {
-		return sb.ProducerOnly().Queue("wake", 16, nil).Configure(func(c *seqbox.Config) { c.NoWakeups = noWakeups })
+		return wakeups(sb.ProducerOnly().Queue("wake", 16, nil), noWakeups)
 	})
 	var mu sync.Mutex
 	var lat []float64
 	committed := map[outbox.MessageID]time.Time{}
-	cons, err := seqbox.New(consDB).TablePrefix(prefix).Logger(slog.New(slog.DiscardHandler)).
-		Configure(func(c *seqbox.Config) { c.NoWakeups = noWakeups }).
+	cons, err := wakeups(seqbox.New(consDB).TablePrefix(prefix).Logger(slog.New(slog.DiscardHandler)), noWakeups).
 		Queue("wake", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 			now := time.Now()
 			mu.Lock()
@@ -367,4 +367,12 @@ func wakeupLatency(b *testing.B, o dbtest.Opener, noWakeups bool) (p50, p99, wor
 	slices.Sort(lat)
 	q := func(f float64) float64 { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
 	return q(0.5), q(0.99), lat[len(lat)-1]
+}
+
+// wakeups turns b's wake-ups off when off is set.
+func wakeups(b *seqbox.Builder, off bool) *seqbox.Builder {
+	if off {
+		return b.NoWakeups()
+	}
+	return b
 }

@@ -53,7 +53,8 @@ func Cases() []Case {
 		{"NilConnRefused", testNilConnRefused},                                       // 6
 		{"HandlerErrorTextAnyBytes", testHandlerErrorTextAnyBytes},                   // 3
 		{"LeasedBatchOutcomeWithHostileText", testLeasedBatchOutcomeWithHostileText}, // 3
-		{"ConfigureQueuesHonoured", testConfigureQueuesHonoured},
+		{"QueueDefaultsEveryQueue", testQueueDefaultsEveryQueue},
+		{"ConfigErrorsAllAtOnce", testConfigErrorsAllAtOnce},
 		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
 		{"VacuumBoundsStorage", testVacuumBoundsStorage},               // 7
 		{"TableVacuum", testTableVacuum},                               // 7

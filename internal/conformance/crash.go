@@ -19,10 +19,10 @@ import (
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/sqlite"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 )
 
 // A crash worker is this test binary re-run as TestCrashWorkerProcess
@@ -197,10 +197,10 @@ func runCrashWorker(t *testing.T) {
 	}(os.Getppid())
 	db := openCrashWorkerDB(t)
 	prefix, role := os.Getenv(crashPrefixEnv), os.Getenv(crashRoleEnv)
-	d, err := seqbox.Dialect(ctx, db, prefix)
+	d, err := dialects.Open(db, prefix)
 	require.NoError(t, err)
 	e := &Env{T: t, Ctx: ctx, DB: db, Prefix: prefix, D: d}
-	ob, err := ledgerQueues(e.Builder(), db, prefix, role != "producer").Start(ctx)
+	ob, err := StartOutbox(ctx, ledgerQueues(e.Builder(), db, prefix, role != "producer"))
 	require.NoError(t, err)
 	t.Logf("%s worker started", role)
 	if role == "consumer" {

@@ -17,7 +17,7 @@ import (
 
 // rejectBad is a leased handler that rejects payloads starting with "bad"
 // until fixed is set, recording what it delivers.
-func rejectBad(rec *Recorder, fixed *atomic.Bool, replayOf *sync.Map) *processor.Handler {
+func rejectBad(rec *Recorder, fixed *atomic.Bool, replayOf *sync.Map) processor.Handler {
 	return processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 		if strings.HasPrefix(string(d.Payload), "bad") && !fixed.Load() {
 			return processor.Reject(errors.New("cannot handle " + string(d.Payload)))
@@ -32,7 +32,7 @@ func rejectBad(rec *Recorder, fixed *atomic.Bool, replayOf *sync.Map) *processor
 
 // enqueueEach enqueues one message per payload into a partition, each in
 // its own transaction, and waits until every one is processed.
-func enqueueEach(e *Env, ob *outbox.Outbox, queue string, partition int, payloadType string, payloads ...string) []outbox.MessageID {
+func enqueueEach(e *Env, ob *Outbox, queue string, partition int, payloadType string, payloads ...string) []outbox.MessageID {
 	var ids []outbox.MessageID
 	for _, p := range payloads {
 		id, err := ob.Enqueue(e.Ctx, e.DB, queue, outbox.Message{Partition: partition, PayloadType: payloadType, Payload: []byte(p),

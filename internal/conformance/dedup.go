@@ -29,7 +29,7 @@ const shortDedupWindow = time.Second
 // and windows are refused and write nothing.
 func testDedupKeys(e *Env) {
 	rec := NewRecorder()
-	handler := func(queue string) *processor.Handler {
+	handler := func(queue string) processor.Handler {
 		return processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 			rec.Add(queue, d.Partition, d.Seq, d.ID)
 			return nil

@@ -17,7 +17,7 @@ import (
 
 var errFlaky = errors.New("flaky downstream")
 
-func enqueueOne(e *Env, ob *outbox.Outbox, queue string, m outbox.Message) outbox.MessageID {
+func enqueueOne(e *Env, ob *Outbox, queue string, m outbox.Message) outbox.MessageID {
 	e.T.Helper()
 	var id outbox.MessageID
 	require.NoError(e.T, ob.Transaction(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -344,12 +344,12 @@ func testCrashedLeaseIsRedelivered(e *Env) {
 func testStopDrainsInFlight(e *Env) {
 	started := make(chan struct{})
 	var finished atomic.Bool
-	ob, err := e.Builder().Queue("drain", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+	ob, err := StartOutbox(e.Ctx, e.Builder().Queue("drain", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 		close(started)
 		time.Sleep(300 * time.Millisecond)
 		finished.Store(true)
 		return nil
-	})).Start(e.Ctx)
+	})))
 	require.NoError(e.T, err)
 	id := enqueueOne(e, ob, "drain", outbox.Message{PayloadType: "t"})
 	<-started

@@ -106,10 +106,7 @@ func testEnqueueBatchChunked(e *Env) {
 	var deliveries []processor.Delivery
 	done := make(chan struct{})
 	const n = 120
-	b := e.Builder().Configure(func(c *seqbox.Config) {
-		c.EnqueueChunkRows = 7
-		c.EnqueueChunkBytes = 16 << 10
-	}).Queue("chunks", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+	b := e.Builder().EnqueueChunk(7, 16<<10).Queue("chunks", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 		deliveries = append(deliveries, d) // one partition: one task, no race
 		if len(deliveries) == n {
 			close(done)

@@ -20,6 +20,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -53,7 +54,7 @@ func NewEnv(t *testing.T, db *bun.DB) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a failure bound: the torture under -race on a busy 2-core host took over 3
 	t.Cleanup(cancel)
 	prefix := dbtest.Prefix(t)
-	d, err := seqbox.Dialect(ctx, db, prefix)
+	d, err := dialects.Open(db, prefix)
 	require.NoError(t, err)
 	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	t.Cleanup(func() {
@@ -86,8 +87,8 @@ func (e *Env) Builder() *seqbox.Builder {
 }
 
 // Start starts b and stops it at cleanup.
-func (e *Env) Start(b *seqbox.Builder) *outbox.Outbox {
-	ob, err := b.Start(e.Ctx)
+func (e *Env) Start(b *seqbox.Builder) *Outbox {
+	ob, err := StartOutbox(e.Ctx, b)
 	require.NoError(e.T, err)
 	e.T.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -118,7 +119,7 @@ func (e *Env) ScratchTable(name, columns string) string {
 // Settled waits until ob's vacuum has nothing left to prune and returns
 // the row counts, which then stay still while nothing is enqueued: the
 // "writes nothing" checks of a pipeline that has just delivered.
-func (e *Env) Settled(ob *outbox.Outbox) map[string]int {
+func (e *Env) Settled(ob *Outbox) map[string]int {
 	e.T.Helper()
 	var last map[string]int
 	e.Eventually("vacuum to settle", func() bool {

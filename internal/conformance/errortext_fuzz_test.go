@@ -11,6 +11,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -47,11 +48,11 @@ func FuzzErrorTextStored(f *testing.F) {
 
 func newErrorTextTarget(ctx context.Context, f *testing.F, name string, db *bun.DB) errorTextTarget {
 	prefix := dbtest.Prefix(f)
-	d, err := seqbox.Dialect(ctx, db, prefix)
+	d, err := dialects.Open(db, prefix)
 	require.NoError(f, err)
 	require.NoError(f, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	f.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
-	ob, err := seqbox.New(db).TablePrefix(prefix).ProducerOnly().Queue("q", 1, nil).Start(ctx)
+	ob, err := StartOutbox(ctx, seqbox.New(db).TablePrefix(prefix).ProducerOnly().Queue("q", 1, nil))
 	require.NoError(f, err)
 	_, err = ob.Enqueue(ctx, db, "q", outbox.Message{PayloadType: "t", Payload: []byte("p")})
 	require.NoError(f, err)

@@ -8,8 +8,8 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/outbox"
-	"github.com/seqbox/seqbox/processor"
 )
 
 // testLeaseGroup: a group lease takes every partition with work and no
@@ -18,7 +18,7 @@ import (
 // each partition, keeps the lease of one with more work and reads its next
 // batch, releases the others, and reports a lost lease for that item alone.
 func testLeaseGroup(e *Env) {
-	gl, ok := e.D.(processor.GroupLeaser)
+	gl, ok := e.D.(engine.GroupLeaser)
 	if !ok {
 		e.T.Skipf("%s has no group leases: with one writer a group would only lengthen the writer's turn", e.D.Name())
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
+	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -152,21 +153,52 @@ func testNilConnRefused(e *Env) {
 	require.Equal(e.T, 2, e.Count("body"))
 }
 
-// testConfigureQueuesHonoured: queues added through Configure are
-// registered and consumed like those of Queue.
-func testConfigureQueuesHonoured(e *Env) {
-	delivered := make(chan outbox.MessageID, 1)
-	ob := e.Start(e.Builder().Configure(func(c *outbox.Config) {
-		c.Queues = append(c.Queues, outbox.QueueConfig{Name: "configured", Partitions: 2,
-			Handler: processor.Leased(func(ctx context.Context, d processor.Delivery) error {
-				delivered <- d.ID
-				return nil
-			})})
-	}))
-	require.Len(e.T, ob.PartitionIDs("configured"), 2)
-	id := enqueueOne(e, ob, "configured", outbox.Message{Partition: 1, PayloadType: "t"})
-	require.NoError(e.T, ob.WaitProcessed(e.Ctx, id))
-	require.Equal(e.T, id, <-delivered)
+// testQueueDefaultsEveryQueue: QueueDefaults' middleware wraps the
+// handler calls of every queue, whatever its mode, and a default that does
+// not apply to a queue (a lease on a transactional one) is left out, not
+// an error.
+func testQueueDefaultsEveryQueue(e *Env) {
+	var seen sync.Map
+	mw := func(ctx context.Context, call *processor.Call, next func(context.Context) error) error {
+		seen.Store(call.Queue, true)
+		return next(ctx)
+	}
+	ok := func(context.Context, processor.Delivery) error { return nil }
+	ob := e.Start(e.Builder().QueueDefaults(processor.Use(mw), processor.Lease(5*time.Second, time.Second)).
+		Queue("leased", 2, processor.Leased(ok)).
+		Queue("tx", 2, processor.Transactional(func(context.Context, bun.Tx, processor.Delivery) error { return nil })))
+	a := enqueueOne(e, ob, "leased", outbox.Message{Partition: 1, PayloadType: "t"})
+	b := enqueueOne(e, ob, "tx", outbox.Message{Partition: 1, PayloadType: "t"})
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, a, b))
+	for _, q := range []string{"leased", "tx"} {
+		_, ok := seen.Load(q)
+		require.True(e.T, ok, "QueueDefaults middleware did not run for queue %s", q)
+	}
+}
+
+// testConfigErrorsAllAtOnce: Start reports every configuration mistake at
+// once, each a *ConfigError naming the Builder method it is about; an
+// option given on a queue whose handler it does not apply to is one of
+// them; nothing is registered.
+func testConfigErrorsAllAtOnce(e *Env) {
+	tx := processor.Transactional(func(context.Context, bun.Tx, processor.Delivery) error { return nil })
+	leased := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
+	_, err := e.Builder().ProcessorConcurrency(-1).SequencerBatchSize(0).SequencerBatchSize(20000).
+		Queue("tx", 1, tx, processor.Lease(time.Second, 100*time.Millisecond)).
+		Queue("leased", 1, leased, processor.HandlerTimeout(time.Second), processor.BatchSize(-3)).
+		Queue("only", 1, nil, processor.MaxAttempts(3)).
+		Queue("bad name!", 1, nil).
+		Start(e.Ctx)
+	require.ErrorIs(e.T, err, seqbox.ErrInvalidConfig)
+	var fields []string
+	for _, err := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var ce *seqbox.ConfigError
+		require.ErrorAs(e.T, err, &ce)
+		fields = append(fields, ce.Field)
+	}
+	require.ElementsMatch(e.T, []string{"ProcessorConcurrency", "SequencerBatchSize", "Queue(tx).Lease",
+		"Queue(leased).HandlerTimeout", "Queue(leased).BatchSize", "Queue(only).MaxAttempts", "Queue[3]"}, fields, "%v", err)
+	require.Equal(e.T, 0, e.Count("partitions"))
 }
 
 // testStopReturnsWhenContextEnds: Stop returns ctx's error as soon as its
@@ -184,7 +216,7 @@ func testStopReturnsWhenContextEnds(e *Env) {
 		return nil
 	})
 	lease := processor.Lease(time.Second, 200*time.Millisecond)
-	ob, err := e.Builder().Queue("stubborn", 1, handler, lease).Start(e.Ctx)
+	ob, err := StartOutbox(e.Ctx, e.Builder().Queue("stubborn", 1, handler, lease))
 	require.NoError(e.T, err)
 	id := enqueueOne(e, ob, "stubborn", outbox.Message{PayloadType: "t"})
 	<-started

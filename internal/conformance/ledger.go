@@ -125,7 +125,7 @@ func recordDelivery(ctx context.Context, db bun.IDB, prefix string, d processor.
 // rolls back on purpose. One producer per key at a time, in sequence, so
 // a key's counter order is its commit order, which delivery must keep.
 type ledgerProducer struct {
-	ob     *outbox.Outbox
+	ob     *Outbox
 	db     *bun.DB
 	prefix string
 	keys   []string
@@ -138,7 +138,7 @@ type ledgerProducer struct {
 }
 
 // newLedgerProducer owns the keys k with k % producers == slot.
-func newLedgerProducer(ob *outbox.Outbox, db *bun.DB, prefix string, slot, producers int, seed uint64) *ledgerProducer {
+func newLedgerProducer(ob *Outbox, db *bun.DB, prefix string, slot, producers int, seed uint64) *ledgerProducer {
 	p := &ledgerProducer{ob: ob, db: db, prefix: prefix, stale: true, rng: rand.New(rand.NewPCG(seed, uint64(slot)))}
 	for i := slot; i < ledgerKeys; i += producers {
 		p.keys = append(p.keys, fmt.Sprintf("k%02d", i))
@@ -223,7 +223,7 @@ func (p *ledgerProducer) readCounters(ctx context.Context) error {
 // drainLedger waits (a failure bound) until every ledger message has been
 // delivered on ob and every delivery acked, so nothing is still in flight
 // when the tables are checked.
-func drainLedger(e *Env, ob *outbox.Outbox) {
+func drainLedger(e *Env, ob *Outbox) {
 	e.T.Helper()
 	e.Eventually("every ledger message delivered", func() bool {
 		var n int

@@ -25,7 +25,7 @@ func parkOptions() []processor.QueueOption {
 
 // failBad is a leased handler that fails payloads starting with "bad"
 // until fixed is set, recording what it delivers.
-func failBad(rec *Recorder, fixed *atomic.Bool) *processor.Handler {
+func failBad(rec *Recorder, fixed *atomic.Bool) processor.Handler {
 	return processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 		if strings.HasPrefix(string(d.Payload), "bad") && !fixed.Load() {
 			return errors.New("cannot handle " + string(d.Payload) + " yet")
@@ -37,7 +37,7 @@ func failBad(rec *Recorder, fixed *atomic.Bool) *processor.Handler {
 
 // enqueueAll enqueues one message per payload into a partition, each in
 // its own transaction, without waiting for them.
-func enqueueAll(e *Env, ob *outbox.Outbox, queue string, partition int, payloads ...string) []outbox.MessageID {
+func enqueueAll(e *Env, ob *Outbox, queue string, partition int, payloads ...string) []outbox.MessageID {
 	var ids []outbox.MessageID
 	for _, p := range payloads {
 		id, err := ob.Enqueue(e.Ctx, e.DB, queue, outbox.Message{Partition: partition, PayloadType: "t", Payload: []byte(p)})
@@ -48,7 +48,7 @@ func enqueueAll(e *Env, ob *outbox.Outbox, queue string, partition int, payloads
 }
 
 // partitionStats returns one partition's row of the stats.
-func partitionStats(e *Env, ob *outbox.Outbox, queue string, partition int) outbox.PartitionStats {
+func partitionStats(e *Env, ob *Outbox, queue string, partition int) outbox.PartitionStats {
 	st, err := ob.Stats(e.Ctx)
 	require.NoError(e.T, err)
 	for _, p := range st.Partitions {
@@ -61,9 +61,9 @@ func partitionStats(e *Env, ob *outbox.Outbox, queue string, partition int) outb
 }
 
 // waitParked waits until the admin reports the partition parked.
-func waitParked(e *Env, admin *processor.Admin, queue string, partition int) processor.Parked {
+func waitParked(e *Env, admin *seqbox.Partitions, queue string, partition int) seqbox.Parked {
 	e.T.Helper()
-	var got processor.Parked
+	var got seqbox.Parked
 	e.Eventually(queue+" parked", func() bool {
 		list, err := admin.Parked(e.Ctx, queue)
 		require.NoError(e.T, err)
@@ -80,7 +80,7 @@ func waitParked(e *Env, admin *processor.Admin, queue string, partition int) pro
 
 // quietFor gives the pipeline time to do what it must not (deliver past
 // a parked head): a negative check, bounded, not a timing assertion.
-func quietFor(e *Env, ob *outbox.Outbox) {
+func quietFor(e *Env, ob *Outbox) {
 	for range 3 {
 		time.Sleep(60 * time.Millisecond) // longer than the poll interval
 		ob.Flush()
@@ -133,14 +133,14 @@ func testParkStopsPartitionAndResume(e *Env) {
 	require.Empty(e.T, e.deadLetters())
 
 	_, err = admin.Resume(e.Ctx, "park", 0)
-	require.ErrorIs(e.T, err, processor.ErrNotParked)
-	var pe *processor.PartitionError
+	require.ErrorIs(e.T, err, seqbox.ErrNotParked)
+	var pe *seqbox.PartitionError
 	require.ErrorAs(e.T, err, &pe)
 	require.Equal(e.T, 0, pe.Partition)
 	_, err = admin.Resume(e.Ctx, "park", 7)
-	require.ErrorIs(e.T, err, processor.ErrUnknownPartition)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
 	_, err = admin.Skip(e.Ctx, "no-such-queue", 0)
-	require.ErrorIs(e.T, err, processor.ErrUnknownPartition)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
 }
 
 // testParkSkip: Skip dead-letters the parked head (its attempts and
@@ -167,7 +167,7 @@ func testParkSkip(e *Env) {
 	require.Contains(e.T, letter.LastError, "skipped by an operator")
 	require.Contains(e.T, letter.LastError, "cannot handle bad yet")
 	_, err = admin.Skip(e.Ctx, "skip", 0)
-	require.ErrorIs(e.T, err, processor.ErrNotParked)
+	require.ErrorIs(e.T, err, seqbox.ErrNotParked)
 	require.Len(e.T, e.deadLetters(), 1)
 }
 
@@ -178,10 +178,10 @@ func testParkSkip(e *Env) {
 func testParkAcrossRestart(e *Env) {
 	rec := NewRecorder()
 	var fixed atomic.Bool
-	first, err := e.Builder().InstanceID("first").Queue("restart", 1, failBad(rec, &fixed), parkOptions()...).Start(e.Ctx)
+	first, err := StartOutbox(e.Ctx, e.Builder().InstanceID("first").Queue("restart", 1, failBad(rec, &fixed), parkOptions()...))
 	require.NoError(e.T, err)
 	ids := enqueueAll(e, first, "restart", 0, "bad", "a")
-	admin, err := seqbox.Partitions(e.Ctx, e.DB, e.Prefix)
+	admin, err := partitionsAdmin(e)
 	require.NoError(e.T, err)
 	waitParked(e, admin, "restart", 0)
 	stopCtx, cancel := context.WithTimeout(e.Ctx, 10*time.Second)
@@ -244,8 +244,8 @@ func testParkOperatorsRace(e *Env) {
 	for round := range 3 {
 		ids := enqueueAll(e, ob, "race", 0, "bad", "ok")
 		waitParked(e, ob.Partitions(), "race", 0)
-		admins := []*processor.Admin{ob.Partitions(), ob.Partitions()}
-		if a, err := seqbox.Partitions(e.Ctx, e.DB, e.Prefix); err == nil {
+		admins := []*seqbox.Partitions{ob.Partitions(), ob.Partitions()}
+		if a, err := partitionsAdmin(e); err == nil {
 			admins[1] = a
 		}
 		var wg sync.WaitGroup
@@ -265,7 +265,7 @@ func testParkOperatorsRace(e *Env) {
 			if err == nil {
 				won++
 			} else {
-				require.ErrorIs(e.T, err, processor.ErrNotParked)
+				require.ErrorIs(e.T, err, seqbox.ErrNotParked)
 			}
 		}
 		require.Equal(e.T, 1, won, "round %d: exactly one operator acts", round)

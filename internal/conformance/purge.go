@@ -9,12 +9,13 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
 
 // purgeHandler is a handler of either mode around one function.
-func purgeHandler(transactional bool, fn func(ctx context.Context, d processor.Delivery) error) *processor.Handler {
+func purgeHandler(transactional bool, fn func(ctx context.Context, d processor.Delivery) error) processor.Handler {
 	if transactional {
 		return processor.Transactional(func(ctx context.Context, _ bun.Tx, d processor.Delivery) error { return fn(ctx, d) })
 	}
@@ -39,7 +40,7 @@ func testPurge(e *Env, transactional bool) {
 		return outbox.Message{Partition: part, PayloadType: "t", Payload: []byte(payload), Headers: h}
 	}
 	prod := e.Start(e.Builder().ProducerOnly().Queue(queue, 2, nil))
-	send := func(ob *outbox.Outbox, ms ...outbox.Message) []outbox.MessageID {
+	send := func(ob *Outbox, ms ...outbox.Message) []outbox.MessageID {
 		ids, err := ob.EnqueueBatch(e.Ctx, e.DB, queue, ms)
 		require.NoError(e.T, err)
 		return ids
@@ -189,8 +190,8 @@ func testPurgeRacesLease(e *Env) {
 	require.False(e.T, got.res.Messages[2].Purged)
 
 	// The same race against an ack that takes the next lease at once
-	// (processor.AckLeaser; one statement on PostgreSQL).
-	al, ok := e.D.(processor.AckLeaser)
+	// (engine.AckLeaser; one statement on PostgreSQL).
+	al, ok := e.D.(engine.AckLeaser)
 	if !ok {
 		return
 	}

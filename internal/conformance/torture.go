@@ -46,11 +46,11 @@ func testConcurrencyTorture(e *Env) {
 		rec.Add(d.Queue, d.Partition, d.Seq, d.ID)
 		return nil
 	})
-	newInstance := func(name string) *outbox.Outbox {
+	newInstance := func(name string) *Outbox {
 		return e.Start(e.Builder().InstanceID(name).Queue("torture", torturePartitions, handler, processor.BatchSize(50)))
 	}
 	a, b := newInstance("torture-a"), newInstance("torture-b")
-	instances := []*outbox.Outbox{a, b}
+	instances := []*Outbox{a, b}
 
 	var committed, rolledBack []outbox.MessageID
 	var wg sync.WaitGroup

@@ -11,9 +11,9 @@ import (
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/pgdialect"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -87,7 +87,7 @@ func testWakeupsAcrossProcesses(e *Env) {
 		require.NoError(e.T, err)
 		pgxDB := bun.NewDB(sqldb, pgdialect.New())
 		defer pgxDB.Close()
-		pd, err := seqbox.Dialect(e.Ctx, pgxDB, e.Prefix)
+		pd, err := dialects.Open(pgxDB, e.Prefix)
 		require.NoError(e.T, err)
 		go func() {
 			_ = pd.(dialect.WakeupListener).ListenWakeups(ctx, "pgx-listener", dialect.Wakeups{

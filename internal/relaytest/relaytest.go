@@ -85,7 +85,7 @@ func KillAndRestart(t *testing.T, worker, dbFile string, env []string, kills int
 
 // WaitDrained returns when ob's queues have nothing left to deliver, or
 // with ctx's error.
-func WaitDrained(ctx context.Context, ob *outbox.Outbox) error {
+func WaitDrained(ctx context.Context, ob *seqbox.Outbox) error {
 	for {
 		st, err := ob.Stats(ctx)
 		if err == nil {
@@ -197,7 +197,7 @@ func OpenSQLite(t testing.TB, file string) *bun.DB {
 // Enqueue writes n messages to queue "orders" in one transaction: message i
 // has payload "i", key "customer-<i%7>", type "order.v1" and headers
 // traceparent "00-abc-def-01" and n "i"; the ids are in that order.
-func Enqueue(ctx context.Context, t testing.TB, ob *outbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
+func Enqueue(ctx context.Context, t testing.TB, ob *seqbox.Outbox, db *bun.DB, n int) []outbox.MessageID {
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		msgs[i] = outbox.Message{Key: "customer-" + strconv.Itoa(i%7), PayloadType: "order.v1",
@@ -240,7 +240,7 @@ func RelayOptions(extra ...processor.QueueOption) []processor.QueueOption {
 // enqueues n messages, and cuts the broker (proxy.Down) once some are
 // delivered, until the partitions have retried a few times; then restores
 // it and returns the ids once all are processed.
-func BrokerDown(ctx context.Context, t testing.TB, db *bun.DB, h *processor.Handler, proxy *Proxy, n int) []outbox.MessageID {
+func BrokerDown(ctx context.Context, t testing.TB, db *bun.DB, h processor.Handler, proxy *Proxy, n int) []outbox.MessageID {
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).Queue("orders", 2, h, RelayOptions()...).Start(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func BenchMessages(n int) []outbox.Message {
 // Drain enqueues msgs to queue (16 partitions) of db with a producer-only
 // outbox, then times an outbox with handler h (batches of 1,000) from its
 // start until every message is processed.
-func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []outbox.Message, h *processor.Handler) time.Duration {
+func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []outbox.Message, h processor.Handler) time.Duration {
 	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
 	if err != nil {
 		tb.Fatal(err)
@@ -332,7 +332,7 @@ func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []
 }
 
 // NoopHandler does nothing: a drain with it is the outbox's own share.
-func NoopHandler() *processor.Handler {
+func NoopHandler() processor.Handler {
 	return processor.LeasedBatch(func(context.Context, *processor.Batch) error { return nil })
 }
 
@@ -348,7 +348,7 @@ func Report(b *testing.B, n int, relay, plain, noop time.Duration) {
 
 // RunWorker is the body of a relay worker process: relay h works queue
 // "orders" (4 partitions) of the database file until it is drained.
-func RunWorker(ctx context.Context, t testing.TB, file string, h *processor.Handler) {
+func RunWorker(ctx context.Context, t testing.TB, file string, h processor.Handler) {
 	ob, err := seqbox.New(OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
 		Queue("orders", 4, h, RelayOptions(processor.BatchSize(50))...).Start(ctx)
 	if err != nil {

@@ -83,7 +83,7 @@ func SubjectPrefix(prefix string, withKey bool) func(d processor.Delivery) strin
 var ErrConfig = errors.New("natsrelay: invalid config")
 
 // Handler returns the relay as a leased batch handler for a queue.
-func Handler(cfg Config) (*processor.Handler, error) {
+func Handler(cfg Config) (processor.Handler, error) {
 	switch {
 	case cfg.JetStream == nil:
 		return nil, fmt.Errorf("%w: JetStream is nil", ErrConfig)

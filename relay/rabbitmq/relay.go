@@ -85,7 +85,7 @@ var (
 )
 
 // Handler returns the relay as a leased batch handler for a queue.
-func Handler(cfg Config) (*processor.Handler, error) {
+func Handler(cfg Config) (processor.Handler, error) {
 	switch {
 	case (cfg.Connection == nil) == (cfg.Dial == nil):
 		return nil, fmt.Errorf("%w: give Connection or Dial (one of them)", ErrConfig)

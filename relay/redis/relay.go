@@ -67,7 +67,7 @@ var (
 )
 
 // Handler returns the relay as a leased batch handler for a queue.
-func Handler(cfg Config) (*processor.Handler, error) {
+func Handler(cfg Config) (processor.Handler, error) {
 	if cfg.Client == nil {
 		return nil, fmt.Errorf("%w: Client is nil", ErrConfig)
 	}

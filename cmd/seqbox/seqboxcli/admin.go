@@ -14,6 +14,7 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -101,7 +102,7 @@ func runMigrate(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.stderr, "seqbox migrate: %v\n", err)
 		return ExitFailure
 	}
-	d, err := seqbox.Dialect(ctx, db, c.prefix)
+	d, err := dialects.Open(db, c.prefix)
 	if err != nil {
 		return fail(err)
 	}
@@ -184,7 +185,7 @@ func runStatus(ctx context.Context, s streams, args []string) int {
 	}
 	defer func() { _ = db.Close() }()
 	for {
-		ps, err := seqbox.Stats(ctx, db, c.prefix)
+		ps, err := stats(ctx, db, c.prefix)
 		if err != nil {
 			if ctx.Err() != nil && c.watch > 0 {
 				return ExitOK // interrupted while watching
@@ -264,4 +265,14 @@ func partitionState(p outbox.PartitionStats) string {
 		return "working"
 	}
 	return "idle"
+}
+
+// stats reads every partition's state without a running outbox.
+func stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {
+	adm, err := seqbox.NewAdmin(db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	st, err := adm.Stats(ctx)
+	return st.Partitions, err
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dialects"
 	dsnutil "github.com/seqbox/seqbox/internal/dsn"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -276,7 +277,7 @@ func (d *demo) run(ctx context.Context) (code int) {
 }
 
 func dropTables(ctx context.Context, db *bun.DB, prefix string) error {
-	dl, err := seqbox.Dialect(ctx, db, prefix)
+	dl, err := dialects.Open(db, prefix)
 	if err != nil {
 		return err
 	}
@@ -292,7 +293,7 @@ func (d *demo) handle(_ context.Context, m processor.Delivery) error {
 }
 
 // produce runs the producers until every transaction slot is taken.
-func (d *demo) produce(ctx context.Context, ob *outbox.Outbox, queues []string) error {
+func (d *demo) produce(ctx context.Context, ob *seqbox.Outbox, queues []string) error {
 	c := d.cfg
 	txs := (c.messages + c.batch - 1) / c.batch
 	var mu sync.Mutex
@@ -387,7 +388,7 @@ func (d *demo) waitDelivered(ctx context.Context, committed int) error {
 
 // waitAcked checks with WaitProcessed that every committed message is acked
 // in the database, not only seen by the handler.
-func (d *demo) waitAcked(ctx context.Context, ob *outbox.Outbox) error {
+func (d *demo) waitAcked(ctx context.Context, ob *seqbox.Outbox) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ids := d.led.committedIDs()
@@ -401,7 +402,7 @@ func (d *demo) waitAcked(ctx context.Context, ob *outbox.Outbox) error {
 }
 
 // printBacklog shows the partitions with work left, to debug a stall.
-func (d *demo) printBacklog(ob *outbox.Outbox) {
+func (d *demo) printBacklog(ob *seqbox.Outbox) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := ob.Stats(ctx)

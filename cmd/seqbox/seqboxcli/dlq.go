@@ -133,7 +133,7 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 	}
 	var showID dialect.MessageID
 	if a.name == "show" {
-		if showID, err = dialect.ParseMessageID(positional[0]); err != nil {
+		if showID, err = seqbox.ParseMessageID(positional[0]); err != nil {
 			return usageErr("%v", err)
 		}
 	}
@@ -142,10 +142,11 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	admin, err := seqbox.DeadLetters(ctx, db, c.prefix)
+	adm, err := seqbox.NewAdmin(db, c.prefix)
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	admin := adm.DeadLetters()
 	d := dlqRun{s: s, c: &c, a: a, admin: admin}
 	switch a.name {
 	case "list":
@@ -266,7 +267,7 @@ type dlqRun struct {
 	s     streams
 	c     *dlqCLI
 	a     dlqAction
-	admin *deadletter.Admin
+	admin *seqbox.DeadLetters
 }
 
 // letterJSON is a letter as --json prints it.

@@ -17,6 +17,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/cmd/seqbox/seqboxcli"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -40,7 +41,7 @@ func cliDB(ctx context.Context, t *testing.T, dsn string) (*bun.DB, string) {
 	t.Cleanup(func() { _ = db.Close() })
 	prefix := dbtest.Prefix(t)
 	t.Cleanup(func() {
-		if d, err := seqbox.Dialect(context.Background(), db, prefix); err == nil {
+		if d, err := dialects.Open(db, prefix); err == nil {
 			_ = d.SchemaDrop(context.Background(), nil)
 		}
 	})

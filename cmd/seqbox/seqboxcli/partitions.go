@@ -12,7 +12,6 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
-	"github.com/seqbox/seqbox/processor"
 )
 
 // partitionsAction is one `seqbox partitions` subcommand.
@@ -98,10 +97,11 @@ func runPartitions(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	admin, err := seqbox.Partitions(ctx, db, c.prefix)
+	adm, err := seqbox.NewAdmin(db, c.prefix)
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	admin := adm.Partitions()
 	parked, err := admin.Parked(ctx, c.queue)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox partitions %s: %v\n(is the schema there? seqbox migrate --status --dsn …)\n", a.name, err)
@@ -157,7 +157,7 @@ type parkedJSON struct {
 	ParkedAt  time.Time `json:"parked_at"`
 }
 
-func printParked(w io.Writer, asJSON bool, parked []processor.Parked) error {
+func printParked(w io.Writer, asJSON bool, parked []seqbox.Parked) error {
 	if asJSON {
 		out := make([]parkedJSON, len(parked))
 		for i, p := range parked {
@@ -181,10 +181,10 @@ func printParked(w io.Writer, asJSON bool, parked []processor.Parked) error {
 
 // preview prints what resume or skip would do; a named partition that is
 // not parked makes it fail, as the action would.
-func (c *partitionsCLI) preview(s streams, a partitionsAction, numbers []int, parked []processor.Parked) int {
+func (c *partitionsCLI) preview(s streams, a partitionsAction, numbers []int, parked []seqbox.Parked) int {
 	code := ExitOK
 	for _, n := range numbers {
-		i := slices.IndexFunc(parked, func(p processor.Parked) bool { return p.Partition == n })
+		i := slices.IndexFunc(parked, func(p seqbox.Parked) bool { return p.Partition == n })
 		if i < 0 {
 			fmt.Fprintf(s.stderr, "%s/%d is not parked (see seqbox partitions list)\n", c.queue, n)
 			code = ExitFailure
@@ -202,7 +202,7 @@ func (c *partitionsCLI) preview(s streams, a partitionsAction, numbers []int, pa
 	return code
 }
 
-func (c *partitionsCLI) act(ctx context.Context, s streams, a partitionsAction, admin *processor.Admin, numbers []int) int {
+func (c *partitionsCLI) act(ctx context.Context, s streams, a partitionsAction, admin *seqbox.Partitions, numbers []int) int {
 	type result struct {
 		Queue     string `json:"queue"`
 		Partition int    `json:"partition"`
@@ -216,11 +216,11 @@ func (c *partitionsCLI) act(ctx context.Context, s streams, a partitionsAction, 
 		r := result{Queue: c.queue, Partition: n}
 		var err error
 		if a.name == "resume" {
-			var p processor.Parked
+			var p seqbox.Parked
 			p, err = admin.Resume(ctx, c.queue, n)
 			r.HeadSeq = p.HeadSeq
 		} else {
-			var sk processor.Skipped
+			var sk seqbox.Skipped
 			sk, err = admin.Skip(ctx, c.queue, n)
 			r.HeadSeq = sk.HeadSeq
 			if sk.MessageID != (dialect.MessageID{}) {
@@ -251,9 +251,9 @@ func (c *partitionsCLI) act(ctx context.Context, s streams, a partitionsAction, 
 
 func partitionsNextStep(err error) string {
 	switch {
-	case errors.Is(err, processor.ErrNotParked):
+	case errors.Is(err, seqbox.ErrNotParked):
 		return "nothing was changed for it; another operator may have acted first: see seqbox partitions list\n"
-	case errors.Is(err, processor.ErrUnknownPartition):
+	case errors.Is(err, seqbox.ErrUnknownPartition):
 		return "nothing was changed for it; check the queue and partition with seqbox status --partitions\n"
 	}
 	return ""

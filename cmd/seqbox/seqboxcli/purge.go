@@ -83,11 +83,16 @@ func runPurge(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	purge := seqbox.PreviewPurge
-	if c.yes {
-		purge = seqbox.Purge
+	adm, err := seqbox.NewAdmin(db, c.prefix)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "seqbox purge: %v\n", err)
+		return ExitUsage
 	}
-	res, err := purge(ctx, db, c.prefix, c.queue, filter)
+	purge := adm.PreviewPurge
+	if c.yes {
+		purge = adm.Purge
+	}
+	res, err := purge(ctx, c.queue, filter)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox purge: %v\n", err)
 		if errors.Is(err, outbox.ErrQueueNotRegistered) {

@@ -48,7 +48,7 @@ type scenario struct {
 	dsn    string
 	db     *bun.DB
 	prefix string
-	ob     *outbox.Outbox
+	ob     *seqbox.Outbox
 	fixed  atomic.Bool
 	log    orderLog
 }

@@ -1,12 +1,14 @@
-// Package outbox is the handle applications hold: enqueue messages inside
-// their own SQL transactions, and run the pipeline that delivers them.
-// Build it with seqbox.New(db)...Start(ctx); see the seqbox package.
-package outbox
+// Package engine is the running outbox behind seqbox.Outbox: it validates
+// the configuration, registers the queues and wires the pipeline stages
+// (prioritizer, sequencer, the processor pool, vacuum) together
+// (docs/ARCHITECTURE.md, "The pipeline"). Applications never import it.
+package engine
 
 import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -19,45 +21,18 @@ import (
 	"github.com/uptrace/bun"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/configerr"
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 	"github.com/seqbox/seqbox/internal/uuidv7"
+	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/prioritizer"
-	"github.com/seqbox/seqbox/processor"
 	"github.com/seqbox/seqbox/sequencer"
 	"github.com/seqbox/seqbox/vacuum"
 )
 
-// MessageID is a message's client-generated UUIDv7: one identity from
-// producer to handler to dead letter, usable as an idempotency key.
-type MessageID = dialect.MessageID
-
-// Message is one message to enqueue.
-type Message struct {
-	// Key, when set, picks the partition: PartitionForKey(Key, n), so every
-	// message of one key stays in order. Leave Partition zero then.
-	Key string
-	// Partition is the 0-based partition when Key is empty.
-	Partition int
-	// PayloadType names the payload's format (1..255 printable ASCII), e.g.
-	// "order.created.v1".
-	PayloadType string
-	Payload     []byte
-	// Headers travel with the message (stored as a JSON object). Keys and
-	// values must be valid UTF-8 (ErrInvalidHeaders otherwise); they are
-	// delivered exactly as given.
-	Headers map[string]string
-	// DedupKey, when set, makes the enqueue idempotent: a message whose
-	// DedupKey was enqueued to the same queue within the queue's dedup
-	// window (processor.DedupWindow, default 24h) is not written again, and
-	// the enqueue returns the first message's id (EnqueueResult says it was
-	// a duplicate). At most 255 bytes of valid UTF-8.
-	DedupKey string
-}
-
-// Defaults of Config, in one place.
+// Defaults of Config; the seqbox package exports them.
 const (
 	MaxPayloadBytesDefault   = 64 << 10
 	EnqueueChunkRowsDefault  = 1000
@@ -70,59 +45,35 @@ type QueueConfig struct {
 	Name string
 	// Partitions is fixed at first registration (1..1024).
 	Partitions int
-	// Handler consumes the queue; nil registers it for enqueueing only (a
-	// producer-only process), and other processes consume it.
-	Handler *processor.Handler
-	// Options tune the queue's processing; zero fields take their defaults.
-	Options processor.QueueOptions
+	// Handler consumes the queue; nil registers it for enqueueing only.
+	Handler handling.Handler
+	// Options are the queue's resolved options; OptionValues the options
+	// as given (defaults first), for the handler's middleware.
+	Options      handling.Options
+	OptionValues []handling.Option
 }
 
-// Config is the whole configuration of an outbox. Zero fields take their
-// defaults (see each field); Builder produces one.
+// Config is the whole configuration of an outbox, as seqbox.Builder
+// collects it. Zero fields take their defaults (WithDefaults).
 type Config struct {
-	// Migrate creates or upgrades the schema in Start. Defaults to false.
-	Migrate bool
-	// Logger receives every task's warnings and errors. Defaults to
-	// slog.Default().
-	Logger *slog.Logger
-	// Queues are registered at Start, all or none. Defaults to none (an
-	// outbox that only serves WaitProcessed and Stats).
-	Queues []QueueConfig
-	// MaxPayloadBytes bounds payload plus headers plus key of one message. Defaults
-	// to 64 KiB; at most the dialect's cap (one row must fit one statement).
-	MaxPayloadBytes int
-	// EnqueueChunkRows and EnqueueChunkBytes bound one multi-row INSERT
-	// (bun inlines values, bytes as hex). Default 1000 rows and 4 MiB.
+	Migrate           bool
+	Logger            *slog.Logger
+	Queues            []QueueConfig
+	MaxPayloadBytes   int
 	EnqueueChunkRows  int
 	EnqueueChunkBytes int
-	// MaybeDirtyWindow is how long a partition enqueued through a
-	// caller-owned transaction is re-checked for its rows. Defaults to 1s.
-	MaybeDirtyWindow time.Duration
-	// ProducerOnly runs no background task in this process: it only
-	// enqueues, and other processes sequence, deliver and vacuum (their
-	// reconciler scan finds the rows). No queue may have a handler.
-	// Defaults to false.
-	ProducerOnly bool
-	// EnqueueHeaders, when set, is called once per Enqueue call with its
-	// context and queue; the headers it returns are added to every message
-	// of the call that does not set them itself (the caller's maps are not
-	// changed). Trace context propagation uses it (the otel module).
-	// Defaults to none.
-	EnqueueHeaders func(ctx context.Context, queue string) map[string]string
-	// NoWakeups turns off listening for other processes' commits
-	// (PostgreSQL LISTEN; see docs/ARCHITECTURE.md, "Wake-ups across
-	// processes"): work they enqueue or sequence is then found by polling
-	// (ReconcileInterval, PollInterval). Defaults to false (listen).
-	NoWakeups bool
-	// Sequencer, Processor and Vacuum tune the background tasks; every
-	// field of each documents its default in its own package.
-	Sequencer sequencer.Config
-	Processor processor.Config
-	Vacuum    vacuum.Config
+	MaybeDirtyWindow  time.Duration
+	ProducerOnly      bool
+	EnqueueHeaders    func(ctx context.Context, queue string) map[string]string
+	NoWakeups         bool
+	Sequencer         sequencer.Config
+	Processor         PoolConfig
+	Vacuum            vacuum.Config
 }
 
-// WithDefaults fills zero fields.
-func (c Config) WithDefaults() Config {
+// WithDefaults fills zero fields; the sequencer's worker count comes from
+// the dialect's measured default.
+func (c Config) WithDefaults(d dialect.Base) Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -130,68 +81,67 @@ func (c Config) WithDefaults() Config {
 	c.EnqueueChunkRows = cmp.Or(c.EnqueueChunkRows, EnqueueChunkRowsDefault)
 	c.EnqueueChunkBytes = cmp.Or(c.EnqueueChunkBytes, EnqueueChunkBytesDefault)
 	c.MaybeDirtyWindow = cmp.Or(c.MaybeDirtyWindow, MaybeDirtyWindowDefault)
+	c.Sequencer.Workers = cmp.Or(c.Sequencer.Workers, d.Tuning().SequencerWorkers)
 	c.Sequencer.Logger = cmp.Or(c.Sequencer.Logger, c.Logger)
 	c.Processor.Logger = cmp.Or(c.Processor.Logger, c.Logger)
 	c.Vacuum.Logger = cmp.Or(c.Vacuum.Logger, c.Logger)
 	c.Queues = slices.Clone(c.Queues)
-	for i := range c.Queues {
-		c.Queues[i].Options = c.Queues[i].Options.WithDefaults()
-	}
 	c.Sequencer = c.Sequencer.WithDefaults()
 	c.Processor = c.Processor.WithDefaults()
 	c.Vacuum = c.Vacuum.WithDefaults()
 	return c
 }
 
-// Validate checks the configuration against the dialect's limits.
-func (c Config) Validate(d dialect.Base) error {
-	bad := func(field, format string, args ...any) error {
-		return configerr.New(field, format, args...)
+// Validate returns every setting that cannot work on d, each an
+// *outbox.ConfigError naming the setting as the Builder takes it.
+func (c Config) Validate(d dialect.Base) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, configerr.New(field, format, args...))
 	}
 	seen := map[string]bool{}
 	for i, q := range c.Queues {
-		if err := ValidateQueueName(q.Name); err != nil {
-			return bad(fmt.Sprintf("Queues[%d]", i), "%v", err)
+		field := fmt.Sprintf("Queue(%s)", q.Name)
+		if err := outbox.ValidateQueueName(q.Name); err != nil {
+			bad(fmt.Sprintf("Queue[%d]", i), "%v", err)
+			continue
 		}
 		if seen[q.Name] {
-			return bad("Queues", "queue %q registered twice", q.Name)
+			bad(field, "registered twice")
 		}
 		seen[q.Name] = true
-		if q.Partitions < MinPartitions || q.Partitions > MaxPartitions {
-			return bad("Queues["+q.Name+"].Partitions", "%d: must be %d..%d", q.Partitions, MinPartitions, MaxPartitions)
-		}
-		if err := q.Options.Validate(); err != nil {
-			return configerr.In("Queues["+q.Name+"].Options", err)
+		if q.Partitions < outbox.MinPartitions || q.Partitions > outbox.MaxPartitions {
+			bad(field+".Partitions", "%d: must be %d..%d", q.Partitions, outbox.MinPartitions, outbox.MaxPartitions)
 		}
 		if c.ProducerOnly && q.Handler != nil {
-			return bad("Queues["+q.Name+"].Handler", "a producer-only process runs no handlers")
+			bad(field+".Handler", "a producer-only process runs no handlers")
 		}
 		if q.Handler != nil {
 			if err := q.Handler.Validate(); err != nil {
-				return bad("Queues["+q.Name+"].Handler", "%v", err)
+				e := configerr.New(field+".Handler", "%v", err)
+				e.Also = handling.ErrInvalidHandler
+				errs = append(errs, e)
 			}
 		}
+		errs = append(errs, q.Options.Validate(field, q.Handler != nil, q.Handler != nil && q.Handler.Transactional())...)
 	}
-	switch {
-	case c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > d.Limits().MaxPayloadBytes:
-		return bad("MaxPayloadBytes", "%d: must be 1..%d on %s", c.MaxPayloadBytes, d.Limits().MaxPayloadBytes, d.Name())
-	case c.EnqueueChunkRows < 1 || c.EnqueueChunkRows > 100000:
-		return bad("EnqueueChunkRows", "%d: must be 1..100000", c.EnqueueChunkRows)
-	case c.EnqueueChunkBytes < 1<<10 || c.EnqueueChunkBytes > d.Limits().MaxStatementBytes:
-		return bad("EnqueueChunkBytes", "%d: must be 1 KiB..%d on %s", c.EnqueueChunkBytes, d.Limits().MaxStatementBytes, d.Name())
-	case c.MaybeDirtyWindow < 0:
-		return bad("MaybeDirtyWindow", "must be >= 0")
+	lim := d.Limits()
+	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > lim.MaxPayloadBytes {
+		bad("MaxPayloadBytes", "%d: must be 1..%d on %s", c.MaxPayloadBytes, lim.MaxPayloadBytes, d.Name())
 	}
-	if err := c.Sequencer.Validate(); err != nil {
-		return configerr.In("Sequencer", err)
+	if c.EnqueueChunkRows < 1 || c.EnqueueChunkRows > 100000 {
+		bad("EnqueueChunk", "%d rows: must be 1..100000", c.EnqueueChunkRows)
 	}
-	if err := c.Processor.Validate(); err != nil {
-		return configerr.In("Processor", err)
+	if c.EnqueueChunkBytes < 1<<10 || c.EnqueueChunkBytes > lim.MaxStatementBytes {
+		bad("EnqueueChunk", "%d bytes: must be 1 KiB..%d on %s", c.EnqueueChunkBytes, lim.MaxStatementBytes, d.Name())
 	}
-	if err := c.Vacuum.Validate(); err != nil {
-		return configerr.In("Vacuum", err)
+	if c.MaybeDirtyWindow < 0 {
+		bad("MaybeDirtyWindow", "%v: must be >= 0", c.MaybeDirtyWindow)
 	}
-	return nil
+	errs = append(errs, c.Sequencer.Validate()...)
+	errs = append(errs, c.Processor.Validate()...)
+	errs = append(errs, c.Vacuum.Validate()...)
+	return errs
 }
 
 type queueInfo struct {
@@ -210,7 +160,7 @@ type Outbox struct {
 
 	prio  *prioritizer.Prioritizer
 	seq   *sequencer.Sequencer
-	procs *processor.Pool
+	procs *Pool
 	vac   *vacuum.Vacuum
 
 	enqueued   atomic.Int64
@@ -225,37 +175,11 @@ type Outbox struct {
 	runErr   error
 }
 
-// EnqueueStore is what enqueueing and registration need from the SQL layer.
-type EnqueueStore interface {
-	dialect.Base
-	QueueRegister(ctx context.Context, params *dialect.QueueRegisterParams) ([][]int64, error)
-	MessageInsertMany(ctx context.Context, params *dialect.MessageInsertManyParams) error
-	DedupClaim(ctx context.Context, params *dialect.DedupClaimParams) ([]dialect.MessageID, error)
-	MessagePendingList(ctx context.Context, params *dialect.MessagePendingListParams) ([]dialect.MessageID, error)
-}
-
-// StatsStore is what Stats needs from the SQL layer.
-type StatsStore interface {
-	PartitionStats(ctx context.Context, params *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error)
-	DeadLetterCount(ctx context.Context, params *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error)
-}
-
-// SchemaStore is what migrations need from the SQL layer.
-type SchemaStore interface {
-	SchemaMigrate(ctx context.Context, params *dialect.SchemaMigrateParams) error
-	SchemaDrop(ctx context.Context, params *dialect.SchemaDropParams) error
-}
-
-// A dialect serves every consumer.
+// A dialect serves every stage.
 var (
-	_ EnqueueStore         = dialect.Dialect(nil)
-	_ StatsStore           = dialect.Dialect(nil)
-	_ SchemaStore          = dialect.Dialect(nil)
-	_ sequencer.Store      = dialect.Dialect(nil)
-	_ processor.Store      = dialect.Dialect(nil)
-	_ processor.AdminStore = dialect.Dialect(nil)
-	_ vacuum.Store         = dialect.Dialect(nil)
-	_ deadletter.Store     = dialect.Dialect(nil)
+	_ sequencer.Store = dialect.Dialect(nil)
+	_ PoolStore       = dialect.Dialect(nil)
+	_ vacuum.Store    = dialect.Dialect(nil)
 )
 
 // Start validates cfg, migrates if asked, registers the queues and starts
@@ -263,12 +187,9 @@ var (
 // Migration and registration retry transient errors (a dropped
 // connection, a deadlock) until ctx ends.
 func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) {
-	if cfg.Sequencer.Workers == 0 {
-		cfg.Sequencer.Workers = d.Tuning().SequencerWorkers
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(d); err != nil {
-		return nil, err
+	cfg = cfg.WithDefaults(d)
+	if errs := cfg.Validate(d); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if cfg.Migrate {
 		if err := retryTransient(ctx, d, cfg.Logger, "migrate", func() error {
@@ -287,7 +208,7 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	for i, q := range cfg.Queues {
 		defs[i] = dialect.QueueDef{Queue: q.Name, Partitions: q.Partitions}
 	}
-	var specs []processor.QueueSpec
+	var specs []QueueSpec
 	if len(defs) > 0 {
 		var allIDs [][]int64
 		if err := retryTransient(ctx, d, cfg.Logger, "register queues", func() error {
@@ -299,11 +220,16 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 		}
 		for i, q := range cfg.Queues {
 			o.queues[q.Name] = &queueInfo{name: q.Name, ids: allIDs[i], dedupWindow: q.Options.DedupWindow}
-			specs = append(specs, processor.QueueSpec{Name: q.Name, Handler: q.Handler, Options: q.Options, PartitionIDs: allIDs[i]})
+			spec := QueueSpec{Name: q.Name, Options: q.Options, PartitionIDs: allIDs[i]}
+			if q.Handler != nil {
+				spec.Transactional = q.Handler.Transactional()
+				spec.Runner = q.Handler.Bind(q.OptionValues)
+			}
+			specs = append(specs, spec)
 		}
 	}
 	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
-	o.procs = processor.NewPool(d, cfg.Processor, specs)
+	o.procs = NewPool(d, cfg.Processor, specs)
 	if wn, ok := d.(dialect.WakeupNotifier); ok && !cfg.NoWakeups {
 		o.notify = newNotifier(wn, cfg.Processor.Owner, cfg.Logger)
 	}
@@ -375,41 +301,30 @@ func (o *Outbox) Stop(ctx context.Context) error {
 // returned, or later when Stop's context ended before a handler did.
 func (o *Outbox) Stopped() <-chan struct{} { return o.done }
 
-// Enqueued is what an enqueue did with one message.
-type Enqueued struct {
-	// ID is the message's id; for a duplicate, the id of the message that
-	// holds its DedupKey.
-	ID MessageID
-	// Duplicate: the message's DedupKey was enqueued to the queue within
-	// the queue's dedup window, or earlier in the same batch, so this
-	// message was not written.
-	Duplicate bool
-}
-
 // Enqueue writes one message on conn (usually the caller's transaction) and
 // returns its id, or the first message's id when m is a duplicate (see
 // Message.DedupKey and EnqueueResult). See EnqueueBatch.
-func (o *Outbox) Enqueue(ctx context.Context, conn bun.IConn, queue string, m Message) (MessageID, error) {
+func (o *Outbox) Enqueue(ctx context.Context, conn bun.IConn, queue string, m outbox.Message) (outbox.MessageID, error) {
 	res, err := o.EnqueueResult(ctx, conn, queue, m)
 	return res.ID, err
 }
 
 // EnqueueResult is Enqueue, also saying whether m was a duplicate.
-func (o *Outbox) EnqueueResult(ctx context.Context, conn bun.IConn, queue string, m Message) (Enqueued, error) {
-	res, err := o.EnqueueBatchResult(ctx, conn, queue, []Message{m})
+func (o *Outbox) EnqueueResult(ctx context.Context, conn bun.IConn, queue string, m outbox.Message) (outbox.Enqueued, error) {
+	res, err := o.EnqueueBatchResult(ctx, conn, queue, []outbox.Message{m})
 	if err != nil {
-		return Enqueued{}, err
+		return outbox.Enqueued{}, err
 	}
 	return res[0], nil
 }
 
 // EnqueueBatch is EnqueueBatchResult returning only the ids, in order.
-func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]MessageID, error) {
+func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string, msgs []outbox.Message) ([]outbox.MessageID, error) {
 	res, err := o.EnqueueBatchResult(ctx, conn, queue, msgs)
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]MessageID, len(res))
+	ids := make([]outbox.MessageID, len(res))
 	for i := range res {
 		ids[i] = res[i].ID
 	}
@@ -426,7 +341,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 // exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatchResult runs
 // its own transaction. A bun.Conn or *sql.Conn is used as is, as if it were
 // a transaction the caller owns.
-func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]Enqueued, error) {
+func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []outbox.Message) ([]outbox.Enqueued, error) {
 	b, err := o.prepare(queue, msgs, o.extraHeaders(ctx, queue))
 	if err != nil {
 		return nil, err
@@ -435,7 +350,7 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 		return nil, err
 	}
 	if isNilConn(conn) {
-		return nil, ErrNilConn
+		return nil, outbox.ErrNilConn
 	}
 	var written []dialect.MessageRow
 	write := func(ctx context.Context, conn bun.IConn) (err error) {
@@ -504,7 +419,7 @@ func isNilConn(conn bun.IConn) bool {
 func (o *Outbox) checkOpen() error {
 	select {
 	case <-o.stopping:
-		return ErrStopped
+		return outbox.ErrStopped
 	default:
 		return nil
 	}
@@ -523,52 +438,52 @@ type batch struct {
 	claims   []dialect.DedupClaim
 	claimRow []int
 	// results is set by write.
-	results []Enqueued
+	results []outbox.Enqueued
 }
 
 // prepare validates the whole batch and builds the rows, before any write.
-func (o *Outbox) prepare(queue string, msgs []Message, extra map[string]string) (*batch, error) {
-	if err := ValidateQueueName(queue); err != nil {
+func (o *Outbox) prepare(queue string, msgs []outbox.Message, extra map[string]string) (*batch, error) {
+	if err := outbox.ValidateQueueName(queue); err != nil {
 		return nil, err
 	}
 	q := o.queues[queue]
 	if q == nil {
-		return nil, &QueueError{Queue: queue}
+		return nil, &outbox.QueueError{Queue: queue}
 	}
 	if len(msgs) == 0 {
-		return nil, fmt.Errorf("%w for queue %q", ErrEmptyBatch, queue)
+		return nil, fmt.Errorf("%w for queue %q", outbox.ErrEmptyBatch, queue)
 	}
 	b := &batch{queue: queue, window: q.dedupWindow, rows: make([]dialect.MessageRow, len(msgs)), firstOf: make([]int, len(msgs))}
 	var seen map[string]int
 	for i := range msgs {
 		m := &msgs[i]
-		fail := func(err error) *MessageError {
-			return &MessageError{Index: i, Queue: queue, Partition: m.Partition, PayloadType: m.PayloadType, Err: err}
+		fail := func(err error) *outbox.MessageError {
+			return &outbox.MessageError{Index: i, Queue: queue, Partition: m.Partition, PayloadType: m.PayloadType, Err: err}
 		}
-		if err := ValidatePayloadType(m.PayloadType); err != nil {
+		if err := outbox.ValidatePayloadType(m.PayloadType); err != nil {
 			return nil, fail(err)
 		}
 		part := m.Partition
 		if m.Key != "" {
 			if m.Partition != 0 {
-				return nil, fail(ErrKeyAndPartition)
+				return nil, fail(outbox.ErrKeyAndPartition)
 			}
-			part = PartitionForKey(m.Key, len(q.ids))
+			part = outbox.PartitionForKey(m.Key, len(q.ids))
 		} else if part < 0 || part >= len(q.ids) {
-			e := fail(ErrPartitionOutOfRange)
+			e := fail(outbox.ErrPartitionOutOfRange)
 			e.Max = len(q.ids)
 			return nil, e
 		}
-		headers, err := EncodeHeaders(withHeaders(m.Headers, extra))
+		headers, err := outbox.EncodeHeaders(withHeaders(m.Headers, extra))
 		if err != nil {
 			return nil, fail(err)
 		}
 		if size := len(m.Payload) + len(headers) + len(m.Key); size > o.cfg.MaxPayloadBytes {
-			e := fail(ErrPayloadTooLarge)
+			e := fail(outbox.ErrPayloadTooLarge)
 			e.Size, e.Max = size, o.cfg.MaxPayloadBytes
 			return nil, e
 		}
-		if err := ValidateDedupKey(m.DedupKey); err != nil {
+		if err := outbox.ValidateDedupKey(m.DedupKey); err != nil {
 			e := fail(err)
 			e.DedupKey = m.DedupKey
 			return nil, e
@@ -637,9 +552,9 @@ func withHeaders(h, extra map[string]string) map[string]string {
 // It may run again for the same batch (a retried transaction), so it
 // starts from the batch, never from a previous run's results.
 func (o *Outbox) write(ctx context.Context, conn bun.IConn, b *batch) ([]dialect.MessageRow, error) {
-	results := make([]Enqueued, len(b.rows))
+	results := make([]outbox.Enqueued, len(b.rows))
 	for i := range b.rows {
-		results[i] = Enqueued{ID: b.rows[i].ID}
+		results[i] = outbox.Enqueued{ID: b.rows[i].ID}
 	}
 	rows := b.rows
 	if len(b.claims) > 0 {
@@ -649,13 +564,13 @@ func (o *Outbox) write(ctx context.Context, conn bun.IConn, b *batch) ([]dialect
 		}
 		for c, holder := range holders {
 			if i := b.claimRow[c]; holder != b.rows[i].ID {
-				results[i] = Enqueued{ID: holder, Duplicate: true}
+				results[i] = outbox.Enqueued{ID: holder, Duplicate: true}
 			}
 		}
 		rows = make([]dialect.MessageRow, 0, len(b.rows))
 		for i, first := range b.firstOf {
 			if first >= 0 {
-				results[i] = Enqueued{ID: results[first].ID, Duplicate: true}
+				results[i] = outbox.Enqueued{ID: results[first].ID, Duplicate: true}
 			}
 			if !results[i].Duplicate {
 				rows = append(rows, b.rows[i])
@@ -744,7 +659,7 @@ func (c *collector) add(ids []int64) {
 // transaction from inside fn.
 func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	if fn == nil {
-		return fmt.Errorf("%w: nil function", ErrNilConn)
+		return fmt.Errorf("%w: nil function", outbox.ErrNilConn)
 	}
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
@@ -763,39 +678,21 @@ func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, t
 	return nil
 }
 
-// DeadLetters lists and acts on this outbox's dead letters. A replay is
-// picked up by this process's sequencer at once (by others' at their next
-// reconcile scan).
-func (o *Outbox) DeadLetters() *deadletter.Admin {
-	return deadletter.NewAdmin(o.d, func(pids []int64) {
-		for _, pid := range pids {
-			o.prio.MarkDirty(pid)
-		}
-	})
-}
-
-// Partitions lists parked partitions and resumes or skips them (the Park
-// failure policy). A partition this process works is picked up at once;
-// other processes find it at their next poll.
-func (o *Outbox) Partitions() *processor.Admin {
-	return processor.NewAdmin(o.d, o.procs.Notify)
-}
-
 // Flush wakes the sequencer now for partitions enqueued through caller-owned
 // transactions: call it after such a transaction commits for the lowest
 // latency (Transaction does this for you).
 func (o *Outbox) Flush() { o.prio.Flush() }
 
 // WaitProcessed returns when every given message has been acked (or
-// dead-lettered), or with a *PendingError when ctx ends first. Ids that
+// dead-lettered), or with a *outbox.PendingError when ctx ends first. Ids that
 // were never committed count as done.
-func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
+func (o *Outbox) WaitProcessed(ctx context.Context, ids ...outbox.MessageID) error {
 	delay := 2 * time.Millisecond
 	for {
 		pending, err := o.pending(ctx, ids)
 		if err != nil {
 			if ctx.Err() != nil {
-				return &PendingError{IDs: ids, Err: ctx.Err()}
+				return &outbox.PendingError{IDs: ids, Err: ctx.Err()}
 			}
 			return err
 		}
@@ -803,162 +700,39 @@ func (o *Outbox) WaitProcessed(ctx context.Context, ids ...MessageID) error {
 			return nil
 		}
 		if !lifecycle.Sleep(ctx, delay) {
-			return &PendingError{IDs: pending, Err: ctx.Err()}
+			return &outbox.PendingError{IDs: pending, Err: ctx.Err()}
 		}
 		ids = pending
 		delay = min(delay*2, 250*time.Millisecond)
 	}
 }
 
-func (o *Outbox) pending(ctx context.Context, ids []MessageID) ([]MessageID, error) {
+func (o *Outbox) pending(ctx context.Context, ids []outbox.MessageID) ([]outbox.MessageID, error) {
 	return o.d.MessagePendingList(ctx, &dialect.MessagePendingListParams{IDs: ids})
 }
 
-// Counters are this process's pipeline counts since Start.
-type Counters struct {
-	// Enqueued counts messages written by Enqueue calls, including those
-	// whose caller-owned transaction later rolled back.
-	Enqueued int64
-	// Duplicates counts messages not written because their DedupKey was
-	// taken (the same caveat applies).
-	Duplicates   int64
-	Sequenced    int64
-	Delivered    int64
-	Retried      int64
-	DeadLettered int64
-	// Parked counts partitions this process parked (the Park policy).
-	Parked int64
-	// Purged counts purged messages this process's processors passed
-	// over (they had a seq already; see Purge) without a handler call.
-	Purged   int64
-	Vacuumed int64
-	// DedupKeysExpired counts dedup keys this process's vacuum pruned.
-	DedupKeysExpired int64
-}
-
 // Counters returns the process counters (cheap: no database access).
-func (o *Outbox) Counters() Counters {
+func (o *Outbox) Counters() outbox.Counters {
 	pc := o.procs.Counters()
-	return Counters{
+	return outbox.Counters{
 		Enqueued: o.enqueued.Load(), Duplicates: o.duplicates.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
 		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Parked: pc.Parked, Purged: pc.Purged, Vacuumed: o.vac.Deleted(),
 		DedupKeysExpired: o.vac.ExpiredKeys(),
 	}
 }
 
-// PartitionStats is one partition's state in the database.
-type PartitionStats struct {
-	Queue     string
-	Partition int
-	// Incoming is the number of committed messages not yet sequenced.
-	Incoming int64
-	// Unprocessed is the number sequenced but not yet acked.
-	Unprocessed int64
-	// ProcessedSeq is the cursor; Sequence the last seq handed out.
-	ProcessedSeq, Sequence int64
-	// OldestIncoming is when the first unsequenced message in line (the
-	// lowest incoming id) was enqueued, by the database clock; zero when
-	// Incoming is 0.
-	OldestIncoming time.Time
-	// OldestUnprocessed is when the oldest message not yet acked was
-	// enqueued, sequenced or not (the head of the partition's line); zero
-	// when nothing waits. Now minus it is how far behind the partition is.
-	OldestUnprocessed time.Time
-	// Attempts and LastError describe a failing head message.
-	Attempts      int
-	LastError     string
-	NextAttemptAt time.Time
-	LockedUntil   time.Time
-	// Parked: the head failed MaxAttempts times under the Park policy and
-	// the partition waits for an operator (Outbox.Partitions) since ParkedAt.
-	Parked   bool
-	ParkedAt time.Time
-	// DeadLetters counts dead letters by status.
-	DeadLetters map[string]int64
-}
-
-// Retrying reports a partition whose head failed and will be retried: a
-// failure was recorded (a lease alone counts an attempt too), and it is
-// not parked.
-func (p PartitionStats) Retrying() bool {
-	return !p.Parked && (p.LastError != "" || !p.NextAttemptAt.IsZero())
-}
-
-// QueueStats sums one queue's partitions.
-type QueueStats struct {
-	Queue       string
-	Partitions  int
-	Incoming    int64
-	Unprocessed int64
-	// OldestUnprocessed is the earliest of its partitions'.
-	OldestUnprocessed time.Time
-	// Retrying counts partitions whose head failed and will be retried;
-	// Parked those stopped at their head.
-	Retrying, Parked int
-	DeadLetters      map[string]int64
-}
-
-// Stats is a snapshot of the outbox.
-type Stats struct {
-	Partitions []PartitionStats
-	// Queues are the per-queue totals of Partitions, by queue name.
-	Queues   []QueueStats
-	Counters Counters
-}
-
-// QueueTotals sums partitions' figures per queue, in queue-name order.
-func QueueTotals(ps []PartitionStats) []QueueStats {
-	var out []QueueStats
-	index := map[string]int{}
-	for _, p := range ps {
-		i, ok := index[p.Queue]
-		if !ok {
-			i = len(out)
-			index[p.Queue] = i
-			out = append(out, QueueStats{Queue: p.Queue, DeadLetters: map[string]int64{}})
-		}
-		q := &out[i]
-		q.Partitions++
-		q.Incoming += p.Incoming
-		q.Unprocessed += p.Unprocessed
-		q.OldestUnprocessed = earliest(q.OldestUnprocessed, p.OldestUnprocessed)
-		switch {
-		case p.Parked:
-			q.Parked++
-		case p.Retrying():
-			q.Retrying++
-		}
-		for st, n := range p.DeadLetters {
-			q.DeadLetters[st] += n
-		}
-	}
-	slices.SortFunc(out, func(a, b QueueStats) int { return cmp.Compare(a.Queue, b.Queue) })
-	return out
-}
-
-// earliest is the earlier of two times, a zero time counting as none.
-func earliest(a, b time.Time) time.Time {
-	switch {
-	case a.IsZero():
-		return b
-	case b.IsZero() || a.Before(b):
-		return a
-	}
-	return b
-}
-
 // Stats reads every partition's backlog and dead letters from the database.
-func (o *Outbox) Stats(ctx context.Context) (Stats, error) {
+func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
 	ps, err := ReadStats(ctx, o.d)
 	if err != nil {
-		return Stats{}, err
+		return outbox.Stats{}, err
 	}
-	return Stats{Counters: o.Counters(), Partitions: ps, Queues: QueueTotals(ps)}, nil
+	return outbox.Stats{Counters: o.Counters(), Partitions: ps, Queues: outbox.QueueTotals(ps)}, nil
 }
 
 // ReadStats reads every partition's backlog and dead letters from the
 // database, without a running Outbox (seqbox.Stats, the CLI's status).
-func ReadStats(ctx context.Context, s StatsStore) ([]PartitionStats, error) {
+func ReadStats(ctx context.Context, s dialect.Dialect) ([]outbox.PartitionStats, error) {
 	ps, err := s.PartitionStats(ctx, &dialect.PartitionStatsParams{})
 	if err != nil {
 		return nil, err
@@ -974,9 +748,9 @@ func ReadStats(ctx context.Context, s StatsStore) ([]PartitionStats, error) {
 		}
 		byPartition[d.PartitionID][d.Status] = d.Count
 	}
-	out := make([]PartitionStats, len(ps))
+	out := make([]outbox.PartitionStats, len(ps))
 	for i, p := range ps {
-		out[i] = PartitionStats{
+		out[i] = outbox.PartitionStats{
 			Queue: p.Queue, Partition: p.Partition, Incoming: p.Incoming, Unprocessed: p.Sequence - p.ProcessedSeq,
 			ProcessedSeq: p.ProcessedSeq, Sequence: p.Sequence, OldestIncoming: p.OldestIncoming,
 			OldestUnprocessed: earliest(p.OldestOutgoing, p.OldestIncoming),
@@ -1000,4 +774,54 @@ func (o *Outbox) PartitionIDs(queue string) []int64 {
 		return append([]int64(nil), q.ids...)
 	}
 	return nil
+}
+
+// earliest is the earlier of two times, a zero time counting as none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// captureKey carries a Capture through a Start context.
+type captureKey struct{}
+
+// Capture receives the engine behind a seqbox.Outbox started with a
+// context from WithCapture: the suite's and the bench's way to reach
+// Sweep, Reconcile and PartitionIDs, which are no part of the public API.
+type Capture struct{ Outbox *Outbox }
+
+// WithCapture returns ctx carrying c.
+func WithCapture(ctx context.Context, c *Capture) context.Context {
+	return context.WithValue(ctx, captureKey{}, c)
+}
+
+// Captured stores o in the Capture ctx carries, if any.
+func Captured(ctx context.Context, o *Outbox) {
+	if c, ok := ctx.Value(captureKey{}).(*Capture); ok && c != nil {
+		c.Outbox = o
+	}
+}
+
+// Dialect is the dialect the outbox runs on.
+func (o *Outbox) Dialect() dialect.Dialect { return o.d }
+
+// Notify wakes the processors of a partition this process works.
+func (o *Outbox) Notify(partitionID int64) { o.procs.Notify(partitionID) }
+
+// MarkDirty wakes the sequencer for partitions with new incoming rows.
+func (o *Outbox) MarkDirty(partitionIDs []int64) {
+	for _, pid := range partitionIDs {
+		o.prio.MarkDirty(pid)
+	}
+}
+
+// ValidateOnly reports cfg's mistakes without starting anything (the
+// Builder joins them with its own).
+func ValidateOnly(d dialect.Dialect, cfg Config) error {
+	return errors.Join(cfg.WithDefaults(d).Validate(d)...)
 }

@@ -1,4 +1,4 @@
-package deadletter_test
+package engine
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 )
 
@@ -19,25 +18,25 @@ func TestNew(t *testing.T) {
 		Payload: []byte(`{"id":1}`), Headers: []byte(`{"trace":"x"}`),
 		CreatedAt: time.Date(2026, 3, 4, 5, 6, 7, 8, time.UTC),
 	}
-	got := deadletter.New(9, m, errors.New("cannot parse"), 3)
+	got := NewDeadLetter(9, m, errors.New("cannot parse"), 3)
 	require.Equal(t, dialect.DeadLetter{
 		PartitionID: 9, Seq: 42, MessageID: m.ID, PayloadType: "order.created",
 		Payload: m.Payload, Headers: m.Headers, CreatedAt: m.CreatedAt,
 		LastError: "cannot parse", Attempts: 3,
 	}, got)
 
-	require.Equal(t, "rejected", deadletter.New(9, m, nil, 1).LastError, "a nil cause still says why")
+	require.Equal(t, "rejected", NewDeadLetter(9, m, nil, 1).LastError, "a nil cause still says why")
 
-	long := deadletter.New(9, m, errors.New(strings.Repeat("x", deadletter.MaxErrorLen+10)), 1)
-	require.Len(t, long.LastError, deadletter.MaxErrorLen, "the stored error is bounded")
+	long := NewDeadLetter(9, m, errors.New(strings.Repeat("x", dialect.MaxErrorTextLen+10)), 1)
+	require.Len(t, long.LastError, dialect.MaxErrorTextLen, "the stored error is bounded")
 }
 
 func TestNewStoresAnyErrorText(t *testing.T) {
 	t.Parallel()
 	m := dialect.OutgoingMessage{Seq: 1, PayloadType: "t"}
-	require.Equal(t, `bad\x00\xff`, deadletter.New(1, m, errors.New("bad\x00\xff"), 1).LastError)
+	require.Equal(t, `bad\x00\xff`, NewDeadLetter(1, m, errors.New("bad\x00\xff"), 1).LastError)
 	var typedNil *panickyError
-	require.NotPanics(t, func() { deadletter.New(1, m, typedNil, 1) })
+	require.NotPanics(t, func() { NewDeadLetter(1, m, typedNil, 1) })
 }
 
 type panickyError struct{ msg string }

@@ -1,4 +1,4 @@
-package processor
+package engine
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/processor"
 )
 
 // leaseFakeDialect serves one partition's messages through leases and
@@ -70,15 +71,13 @@ func TestStepLeasedChainsLeases(t *testing.T) {
 		fake.msgs = append(fake.msgs, dialect.OutgoingMessage{Seq: seq})
 	}
 	var got []int64
-	h := LeasedBatch(func(_ context.Context, b *Batch) error {
+	h := processor.LeasedBatch(func(_ context.Context, b *processor.Batch) error {
 		for _, m := range b.Messages {
 			got = append(got, m.Seq)
 		}
 		return nil
 	})
-	p := NewPool(fake, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: h, PartitionIDs: []int64{1}, Options: NewQueueOptions(BatchSize(2)),
-	}})
+	p := NewPool(fake, PoolConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{testSpec("q", h, []int64{1}, processor.BatchSize(2))})
 	tk := p.tasks[1]
 	ctx := context.Background()
 
@@ -97,7 +96,7 @@ func TestStepLeasedChainsLeases(t *testing.T) {
 	require.Equal(t, 1, fake.leases, "only the first batch took a lease of its own")
 	require.Equal(t, 3, fake.ackLeases)
 	require.Empty(t, fake.acks)
-	require.Equal(t, Counters{Delivered: 5}, p.Counters())
+	require.Equal(t, PoolCounters{Delivered: 5}, p.Counters())
 }
 
 // TestReleasePendingRestoresAttempts: a lease taken by an ack but never
@@ -105,10 +104,7 @@ func TestStepLeasedChainsLeases(t *testing.T) {
 func TestReleasePendingRestoresAttempts(t *testing.T) {
 	t.Parallel()
 	fake := &leaseFakeDialect{}
-	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: Leased(func(context.Context, Delivery) error { return nil }), PartitionIDs: []int64{1},
-		Options: DefaultQueueOptions(),
-	}})
+	p := NewPool(fake, PoolConfig{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{testSpec("q", processor.Leased(func(context.Context, processor.Delivery) error { return nil }), []int64{1})})
 	tk := p.tasks[1]
 	tk.pending = &pendingLease{lease: dialect.ProcessorLeaseResult{Leased: true,
 		State: dialect.ProcessorState{ProcessedSeq: 7, Attempts: 2}, Messages: []dialect.OutgoingMessage{{Seq: 8}}}}
@@ -132,15 +128,13 @@ func TestStalePendingLeaseIsGivenBack(t *testing.T) {
 	t.Parallel()
 	fake := &leaseFakeDialect{msgs: []dialect.OutgoingMessage{{Seq: 1}}}
 	var got []int64
-	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: Leased(func(ctx context.Context, d Delivery) error {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			got = append(got, d.Seq)
-			return nil
-		}), PartitionIDs: []int64{1}, Options: DefaultQueueOptions(),
-	}})
+	p := NewPool(fake, PoolConfig{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{testSpec("q", processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		got = append(got, d.Seq)
+		return nil
+	}), []int64{1})})
 	tk := p.tasks[1]
 	tk.pending = &pendingLease{at: time.Now().Add(-time.Hour), limit: 1, lease: dialect.ProcessorLeaseResult{Leased: true,
 		State: dialect.ProcessorState{ProcessedSeq: 0}, Messages: []dialect.OutgoingMessage{{Seq: 1}}}}
@@ -178,10 +172,9 @@ func (f *refusingDialect) ProcessorAck(ctx context.Context, p *dialect.Processor
 func TestRefusedFailureIsRecordedWithoutText(t *testing.T) {
 	t.Parallel()
 	fake := &refusingDialect{leaseFakeDialect: leaseFakeDialect{msgs: []dialect.OutgoingMessage{{Seq: 1}}}}
-	p := NewPool(fake, Config{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: Leased(func(context.Context, Delivery) error { return errors.New("unstorable") }),
-		PartitionIDs: []int64{1}, Options: DefaultQueueOptions(),
-	}})
+	p := NewPool(fake, PoolConfig{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{
+		testSpec("q", processor.Leased(func(context.Context, processor.Delivery) error { return errors.New("unstorable") }), []int64{1}),
+	})
 	tk := p.tasks[1]
 	_, err := tk.stepLeased(context.Background())
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package processor
+package engine
 
 import (
 	"context"
@@ -40,4 +40,4 @@ func (baseFake) ProcessorUpdate(context.Context, *dialect.ProcessorUpdateParams)
 	return errUnexpected
 }
 
-var _ Store = baseFake{}
+var _ PoolStore = baseFake{}

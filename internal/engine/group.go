@@ -1,4 +1,4 @@
-package processor
+package engine
 
 import (
 	"context"
@@ -133,7 +133,7 @@ type groups struct {
 	acks   *coalescer[*dialect.ProcessorAckLeaseParams, dialect.ProcessorLeaseResult]
 }
 
-func newGroups(d Store, gl GroupLeaser) *groups {
+func newGroups(d PoolStore, gl GroupLeaser) *groups {
 	leaseResult := func(r dialect.ProcessorGroupResult) dialect.ProcessorLeaseResult { return r.Lease }
 	return &groups{
 		leases: &coalescer[*dialect.ProcessorLeaseParams, dialect.ProcessorLeaseResult]{

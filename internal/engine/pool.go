@@ -1,10 +1,12 @@
-// Package processor delivers sequenced messages to handlers: one task per
-// partition, woken by the sequencer's notifier, a poll, or its retry timer.
+// The processor pool: one task per partition of each queue with a
+// handler, woken by the sequencer's notifier, a poll, or its retry timer.
 // A partition is worked by one task in one process at a time, across every
 // process sharing the database (a lease or a row lock), so order holds.
-package processor
+
+package engine
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -25,17 +27,18 @@ import (
 	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/configerr"
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
-// Pool defaults.
+// Pool defaults; the seqbox package exports them.
 const (
 	ConcurrencyDefault  = 8
 	PollIntervalDefault = time.Second
 )
 
-// Config tunes the pool.
-type Config struct {
+// PoolConfig tunes the pool.
+type PoolConfig struct {
 	// Concurrency is how many handler calls run at once, across all
 	// queues. Defaults to 8. Leases and acks are taken outside those
 	// slots: on PostgreSQL and MySQL/MariaDB by up to 4×Concurrency
@@ -53,7 +56,7 @@ type Config struct {
 }
 
 // WithDefaults fills zero fields.
-func (c Config) WithDefaults() Config {
+func (c PoolConfig) WithDefaults() PoolConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.PollInterval = cmp.Or(c.PollInterval, PollIntervalDefault)
 	if c.Owner == "" {
@@ -65,23 +68,28 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports a setting that cannot work, naming its field.
-func (c Config) Validate() error {
-	switch {
-	case c.Concurrency < 1:
-		return configerr.New("Concurrency", "%d: must be >= 1", c.Concurrency)
-	case c.PollInterval <= 0:
-		return configerr.New("PollInterval", "%v: must be > 0", c.PollInterval)
-	case len(c.Owner) < 1 || len(c.Owner) > 128:
-		return configerr.New("Owner", "%+q: must be 1..128 bytes (the InstanceID)", c.Owner)
+// Validate reports every setting that cannot work, named as the Builder
+// takes it.
+func (c PoolConfig) Validate() []error {
+	var errs []error
+	if c.Concurrency < 1 {
+		errs = append(errs, configerr.New("ProcessorConcurrency", "%d: must be >= 1", c.Concurrency))
 	}
-	for i := 0; i < len(c.Owner); i++ {
-		if c.Owner[i] < 0x20 || c.Owner[i] > 0x7e {
-			// It is stored in every lease row (an ASCII column on MySQL).
-			return configerr.New("Owner", "%+q: use printable ASCII only (the InstanceID)", c.Owner)
+	if c.PollInterval <= 0 {
+		errs = append(errs, configerr.New("PollInterval", "%v: must be > 0", c.PollInterval))
+	}
+	if len(c.Owner) < 1 || len(c.Owner) > 128 {
+		errs = append(errs, configerr.New("InstanceID", "%+q: must be 1..128 bytes", c.Owner))
+	} else {
+		for i := 0; i < len(c.Owner); i++ {
+			if c.Owner[i] < 0x20 || c.Owner[i] > 0x7e {
+				// It is stored in every lease row (an ASCII column on MySQL).
+				errs = append(errs, configerr.New("InstanceID", "%+q: use printable ASCII only", c.Owner))
+				break
+			}
 		}
 	}
-	return nil
+	return errs
 }
 
 // DefaultOwner is host-pid-random: unique per process start.
@@ -104,14 +112,16 @@ func DefaultOwner() string {
 
 // QueueSpec is one queue this pool processes.
 type QueueSpec struct {
-	Name         string
-	Handler      *Handler
-	Options      QueueOptions
-	PartitionIDs []int64 // by partition number
+	Name string
+	// Runner is the queue's bound handler; nil: enqueue only here.
+	Runner        handling.Runner
+	Transactional bool
+	Options       handling.Options
+	PartitionIDs  []int64 // by partition number
 }
 
-// Counters are process-wide delivery counts.
-type Counters struct {
+// PoolCounters are process-wide delivery counts.
+type PoolCounters struct {
 	Delivered    int64 // messages acked (dead letters not counted)
 	Retried      int64 // failed handler calls that will be retried
 	DeadLettered int64
@@ -121,9 +131,9 @@ type Counters struct {
 	Purged int64
 }
 
-// Store is what the processor needs from the SQL layer (dialect.Dialect
+// PoolStore is what the pool needs from the SQL layer (dialect.Dialect
 // has it all).
-type Store interface {
+type PoolStore interface {
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
 	IsRetryable(err error) bool
 	ProcessorReadyList(ctx context.Context, params *dialect.ProcessorReadyListParams) ([]int64, error)
@@ -146,8 +156,8 @@ type AckLeaser interface {
 
 // Pool runs one task per partition of every queue with a handler.
 type Pool struct {
-	d   Store
-	cfg Config
+	d   PoolStore
+	cfg PoolConfig
 	log *slog.Logger
 	// sem bounds handler calls; steps bounds partitions between a lease
 	// and its ack (the database work).
@@ -162,7 +172,7 @@ type Pool struct {
 }
 
 // NewPool builds the pool; cfg and every queue's options must be valid.
-func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
+func NewPool(d PoolStore, cfg PoolConfig, queues []QueueSpec) *Pool {
 	cfg = cfg.WithDefaults()
 	p := &Pool{
 		d: d, cfg: cfg, log: cfg.Logger.With("component", "processor"),
@@ -175,12 +185,12 @@ func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 	}
 	p.steps = semaphore.NewWeighted(int64(steps))
 	for _, q := range queues {
-		if q.Handler == nil {
+		if q.Runner == nil {
 			continue // producer-only queue here; other processes consume it
 		}
 		for i, pid := range q.PartitionIDs {
 			p.tasks[pid] = &task{
-				pool: p, queue: q.Name, partition: i, id: pid, h: q.Handler, opts: q.Options,
+				pool: p, queue: q.Name, partition: i, id: pid, runner: q.Runner, transactional: q.Transactional, opts: q.Options,
 				wake: make(chan struct{}, 1), batch: q.Options.BatchSize,
 			}
 			p.ids = append(p.ids, pid)
@@ -190,8 +200,8 @@ func NewPool(d Store, cfg Config, queues []QueueSpec) *Pool {
 }
 
 // Counters returns the delivery counts so far.
-func (p *Pool) Counters() Counters {
-	return Counters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load(),
+func (p *Pool) Counters() PoolCounters {
+	return PoolCounters{Delivered: p.delivered.Load(), Retried: p.retried.Load(), DeadLettered: p.deadLettered.Load(),
 		Parked: p.parked.Load(), Purged: p.purged.Load()}
 }
 
@@ -242,13 +252,14 @@ func (p *Pool) Run(ctx context.Context, stopping <-chan struct{}) error {
 // task is one partition's worker. Its fields other than wake are touched
 // only by its own goroutine, so batch-size state is per partition.
 type task struct {
-	pool      *Pool
-	queue     string
-	partition int
-	id        int64
-	h         *Handler
-	opts      QueueOptions
-	wake      chan struct{}
+	pool          *Pool
+	queue         string
+	partition     int
+	id            int64
+	runner        handling.Runner
+	transactional bool
+	opts          handling.Options
+	wake          chan struct{}
 
 	batch     int // current batch size: 1 after a failure, doubling back
 	dbErrors  int
@@ -315,7 +326,7 @@ func (t *task) step(ctx context.Context) bool {
 	var more bool
 	err := lifecycle.Safely(func() error {
 		var err error
-		if t.h.mode == ModeTransactional {
+		if t.transactional {
 			more, err = t.stepTransactional(ctx)
 		} else {
 			more, err = t.stepLeased(ctx)
@@ -336,22 +347,22 @@ func (t *task) step(ctx context.Context) bool {
 	return false
 }
 
-func (t *task) deliveries(msgs []dialect.OutgoingMessage, attempts int) *Batch {
-	b := &Batch{Messages: make([]Delivery, len(msgs))}
+// call makes the handler call of a batch.
+func (t *task) call(msgs []dialect.OutgoingMessage, attempts int, tx *bun.Tx) *handling.Call {
+	c := &handling.Call{Queue: t.queue, Partition: t.partition, Tx: tx, Attempts: attempts,
+		Messages: make([]handling.Message, len(msgs))}
 	for i, m := range msgs {
-		d := Delivery{
-			ID: m.ID, Queue: t.queue, Partition: t.partition, Key: m.Key, Seq: m.Seq, PayloadType: m.PayloadType,
-			Payload: m.Payload, EnqueuedAt: m.CreatedAt, Attempts: attempts,
-		}
+		d := handling.Message{ID: m.ID, Key: m.Key, Seq: m.Seq, PayloadType: m.PayloadType, Payload: m.Payload, EnqueuedAt: m.CreatedAt}
 		if len(m.Headers) > 0 {
 			if err := json.Unmarshal(m.Headers, &d.Headers); err != nil {
 				t.pool.log.Warn("message headers are not a JSON object; delivered without them",
-					slog.String("queue", t.queue), slog.Int64("seq", m.Seq), slog.Any("error", err))
+					slog.String("queue", t.queue), slog.Int("partition", t.partition), slog.Int64("seq", m.Seq),
+					slog.String("message_id", m.ID.String()), slog.Any("error", err))
 			}
 		}
-		b.Messages[i] = d
+		c.Messages[i] = d
 	}
-	return b
+	return c
 }
 
 // outcome turns a handler result into the cursor update. acked counts
@@ -366,7 +377,7 @@ type outcome struct {
 	failure error
 }
 
-func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect.OutgoingMessage, b *Batch, herr error) outcome {
+func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect.OutgoingMessage, res handling.Result, herr error) outcome {
 	// deliveries counts this delivery too: the head's continues its
 	// earlier failures, a message behind it was never delivered before.
 	deliveries := func(i int) int {
@@ -377,13 +388,13 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 	}
 	var dls []dialect.DeadLetter
 	dead := map[int]bool{}
-	for i := 0; i < b.acked; i++ {
-		if rerr, ok := b.rejected[i]; ok {
-			dls = append(dls, deadletter.New(t.id, msgs[i], rerr, deliveries(i)))
+	for i := 0; i < res.Acked; i++ {
+		if rerr, ok := res.Rejected[i]; ok {
+			dls = append(dls, NewDeadLetter(t.id, msgs[i], rerr, deliveries(i)))
 			dead[i] = true
 		}
 	}
-	acked := b.acked
+	acked := res.Acked
 	switch {
 	case herr == nil:
 		acked = len(msgs)
@@ -392,7 +403,7 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 		// retry, reject or blame (and msgs[acked] below would not exist).
 		herr = nil
 	case isRejected(herr):
-		dls = append(dls, deadletter.New(t.id, msgs[acked], herr, deliveries(acked)))
+		dls = append(dls, NewDeadLetter(t.id, msgs[acked], herr, deliveries(acked)))
 		dead[acked] = true
 		acked++
 		herr = nil
@@ -405,43 +416,43 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 	}
 	if herr == nil {
 		u := dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls)
-		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		u.ResolveReplays = replaysAcked(msgs, acked, dead)
 		return outcome{update: u, acked: acked, dead: len(dls)}
 	}
 	// The head of what is left failed. Its count continues only if it was
 	// already the head; a new head starts at one.
 	failures := deliveries(acked)
-	if t.opts.deadLetters(failures) && t.opts.OnFailure == Park {
+	if t.opts.DeadLetters(failures) && t.opts.OnFailure == handling.Park {
 		// The head stays where it is; nothing behind it is delivered until
 		// an operator resumes or skips it (Admin).
 		u := dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
 			dialect.ErrorText(dialect.ErrorString(herr)), 0, dls)
 		u.Park = true
-		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		u.ResolveReplays = replaysAcked(msgs, acked, dead)
 		return outcome{update: u, acked: acked, dead: len(dls), parked: true, failure: herr}
 	}
-	if t.opts.deadLetters(failures) {
-		dls = append(dls, deadletter.New(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
+	if t.opts.DeadLetters(failures) {
+		dls = append(dls, NewDeadLetter(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
 		dead[acked] = true
 		acked++
 		u := dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls)
-		u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+		u.ResolveReplays = replaysAcked(msgs, acked, dead)
 		return outcome{update: u, acked: acked, dead: len(dls), failure: herr}
 	}
 	delay := lifecycle.FullJitter(failures, t.opts.RetryBase, t.opts.RetryMax)
 	u := dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
 		dialect.ErrorText(dialect.ErrorString(herr)), max(delay, time.Millisecond), dls)
-	u.ResolveReplays = replaysAcked(msgs, b, acked, dead)
+	u.ResolveReplays = replaysAcked(msgs, acked, dead)
 	return outcome{update: u, acked: acked, dead: len(dls), failed: true, failure: herr}
 }
 
 // replaysAcked returns the ids of the first n messages that replay a dead
 // letter (deadletter.ReplayOfHeader) and were acked, not dead-lettered:
 // their letters become resolved with this outcome.
-func replaysAcked(msgs []dialect.OutgoingMessage, b *Batch, n int, dead map[int]bool) []dialect.MessageID {
+func replaysAcked(msgs []dialect.OutgoingMessage, n int, dead map[int]bool) []dialect.MessageID {
 	var out []dialect.MessageID
-	for i := 0; i < n && i < len(b.Messages); i++ {
-		if _, ok := b.Messages[i].Headers[deadletter.ReplayOfHeader]; ok && !dead[i] {
+	for i := 0; i < n && i < len(msgs); i++ {
+		if isReplay(msgs[i].Headers) && !dead[i] {
 			out = append(out, msgs[i].ID)
 		}
 	}
@@ -534,7 +545,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	if cut := firstPurged(msgs); cut < len(msgs) {
 		msgs, full = msgs[:cut], true // the tombstones are the next step's head
 	}
-	abandoned := t.opts.deadLetters(state.Attempts)
+	abandoned := t.opts.DeadLetters(state.Attempts)
 	if abandoned && len(msgs) > 1 {
 		msgs = msgs[:1] // the head was leased MaxAttempts times and never acked: a crash loop
 	}
@@ -543,8 +554,7 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 	}
 	var o outcome
 	if abandoned {
-		b := &Batch{Messages: make([]Delivery, 1)}
-		o = t.decide(state, p.cfg.Owner, msgs, b, fmt.Errorf("lease taken %d times without an ack", state.Attempts))
+		o = t.decide(state, p.cfg.Owner, msgs, handling.Result{}, fmt.Errorf("lease taken %d times without an ack", state.Attempts))
 	} else {
 		deadline := leaseStart.Add(t.opts.Lease - t.opts.LeaseHeadroom)
 		if err := p.sem.Acquire(ctx, 1); err != nil {
@@ -558,12 +568,11 @@ func (t *task) stepLeased(ctx context.Context) (bool, error) {
 			t.giveBack(ctx, state)
 			return true, nil
 		}
-		b := t.deliveries(msgs, state.Attempts)
 		hctx, cancel := context.WithDeadline(ctx, deadline)
-		herr := lifecycle.Safely(func() error { return t.runLeased(hctx, b) })
+		res := t.runner.Run(hctx, t.call(msgs, state.Attempts, nil))
 		cancel()
 		p.sem.Release(1)
-		o = t.decide(state, p.cfg.Owner, msgs, b, herr)
+		o = t.decide(state, p.cfg.Owner, msgs, res, res.Err)
 	}
 	if !abandoned && !o.failed && o.failure == nil && o.dead == 0 {
 		return t.ackAndLease(ctx, o, full)
@@ -604,7 +613,7 @@ func (p *Pool) ackLease(ctx context.Context, params *dialect.ProcessorAckLeasePa
 
 // ackLeaseOne is ackLease for one partition: in one transaction when the
 // store has the fast path, else one after the other.
-func ackLeaseOne(ctx context.Context, d Store, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func ackLeaseOne(ctx context.Context, d PoolStore, params *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	if al, ok := d.(AckLeaser); ok {
 		return al.ProcessorAckLease(ctx, params)
 	}
@@ -697,7 +706,7 @@ func isRejected(err error) (rejected bool) {
 			rejected = false
 		}
 	}()
-	return errors.Is(err, ErrRejected)
+	return errors.Is(err, handling.ErrRejected)
 }
 
 // errRollback unwinds the transaction after a handler failure.
@@ -717,7 +726,6 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		state  dialect.ProcessorState
 		locked bool
 		msgs   []dialect.OutgoingMessage
-		b      *Batch
 		herr   error
 		o      outcome
 		full   bool
@@ -744,14 +752,13 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 		if cut := firstPurged(msgs); cut < len(msgs) {
 			msgs, full = msgs[:cut], true // the tombstones are the next step's head
 		}
-		b = t.deliveries(msgs, state.Attempts)
 		hctx, cancel := context.WithTimeout(ctx, t.opts.HandlerTimeout)
-		herr = lifecycle.Safely(func() error { return t.runTx(hctx, tx, b) })
+		res := t.runner.Run(hctx, t.call(msgs, state.Attempts, &tx))
 		cancel()
-		if herr != nil {
+		if herr = res.Err; herr != nil {
 			return errRollback
 		}
-		o = t.decide(state, "", msgs, b, nil)
+		o = t.decide(state, "", msgs, res, nil)
 		o.update.Conn = tx
 		return p.d.ProcessorUpdate(ctx, o.update)
 	})
@@ -784,7 +791,7 @@ func (t *task) stepTransactional(ctx context.Context) (bool, error) {
 				return err
 			}
 			locked = true
-			o = t.decide(now.State, "", msgs[:1], &Batch{Messages: b.Messages[:1]}, herr)
+			o = t.decide(now.State, "", msgs[:1], handling.Result{}, herr)
 			if plain != nil {
 				o.update = withoutErrorText(o.update) // the retry of recordOutcome
 			}
@@ -815,4 +822,32 @@ func firstPurged(msgs []dialect.OutgoingMessage) int {
 		}
 	}
 	return len(msgs)
+}
+
+// isReplay reports a message that replays a dead letter
+// (deadletter.ReplayOfHeader) from its stored headers.
+func isReplay(headers []byte) bool {
+	if len(headers) == 0 || !bytes.Contains(headers, []byte(deadletter.ReplayOfHeader)) {
+		return false
+	}
+	var h map[string]string
+	if json.Unmarshal(headers, &h) != nil {
+		return false
+	}
+	_, ok := h[deadletter.ReplayOfHeader]
+	return ok
+}
+
+// NewDeadLetter copies an outgoing message into a dead-letter record. The
+// cause's text is made storable on every database (dialect.ErrorText): it
+// is data from anywhere and must never stop the record from being written.
+func NewDeadLetter(partitionID int64, m dialect.OutgoingMessage, cause error, attempts int) dialect.DeadLetter {
+	msg := "rejected"
+	if cause != nil {
+		msg = dialect.ErrorString(cause)
+	}
+	return dialect.DeadLetter{
+		PartitionID: partitionID, Seq: m.Seq, MessageID: m.ID, Key: m.Key, PayloadType: m.PayloadType,
+		Payload: m.Payload, Headers: m.Headers, CreatedAt: m.CreatedAt, LastError: dialect.ErrorText(msg), Attempts: attempts,
+	}
 }

@@ -1,4 +1,4 @@
-package processor
+package engine
 
 import (
 	"errors"
@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/seqbox/seqbox/internal/lifecycle"
+	"github.com/seqbox/seqbox/processor"
 )
 
 // decide is the whole retry / dead-letter policy in one pure function; these
@@ -25,12 +27,12 @@ var errBoom = errors.New("boom")
 func decideTask(maxAttempts int) *task {
 	return &task{
 		id: decidePartitionID, queue: "q",
-		opts: QueueOptions{MaxAttempts: maxAttempts, RetryBase: time.Second, RetryMax: 10 * time.Second},
+		opts: handling.Options{MaxAttempts: maxAttempts, RetryBase: time.Second, RetryMax: 10 * time.Second},
 	}
 }
 
 // decideInput is a batch of three messages after cursor 10 (seqs 11..13).
-func decideInput(attempts int) (dialect.ProcessorState, []dialect.OutgoingMessage, *Batch) {
+func decideInput(attempts int) (dialect.ProcessorState, []dialect.OutgoingMessage, *batchRes) {
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	msgs := make([]dialect.OutgoingMessage, 3)
 	for i := range msgs {
@@ -39,13 +41,13 @@ func decideInput(attempts int) (dialect.ProcessorState, []dialect.OutgoingMessag
 			Payload: []byte{'p', byte('0' + i)}, Headers: []byte(`{"k":"v"}`), CreatedAt: created,
 		}
 	}
-	return dialect.ProcessorState{ProcessedSeq: 10, Attempts: attempts}, msgs, &Batch{Messages: make([]Delivery, len(msgs))}
+	return dialect.ProcessorState{ProcessedSeq: 10, Attempts: attempts}, msgs, &batchRes{n: len(msgs)}
 }
 
 func TestDecideSuccess(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
-	o := decideTask(5).decide(state, decideOwner, msgs, b, nil)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), nil)
 	require.Equal(t, outcome{
 		update: &dialect.ProcessorUpdateParams{PartitionID: decidePartitionID, Owner: decideOwner, ProcessedSeq: 13},
 		acked:  3,
@@ -55,7 +57,7 @@ func TestDecideSuccess(t *testing.T) {
 func TestDecideHeadFails(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
-	o := decideTask(5).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), errBoom)
 
 	require.True(t, o.failed)
 	require.Same(t, errBoom, o.failure)
@@ -76,7 +78,7 @@ func TestDecideFailsAfterPartialAck(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(4)
 	b.Ack(2)
-	o := decideTask(5).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), errBoom)
 
 	require.True(t, o.failed)
 	require.Equal(t, 2, o.acked)
@@ -92,7 +94,7 @@ func TestDecideFailsAfterPartialAck(t *testing.T) {
 func TestDecideMaxAttemptsDeadLetters(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
-	o := decideTask(3).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(3).decide(state, decideOwner, msgs, b.res(), errBoom)
 
 	require.False(t, o.failed, "the partition moves on")
 	require.Same(t, errBoom, o.failure, "kept for the log")
@@ -118,7 +120,7 @@ func TestDecideMaxAttemptsAfterPartialAck(t *testing.T) {
 	// With MaxAttempts 1 a new head that fails once is dead-lettered at once.
 	state, msgs, b := decideInput(0)
 	b.Ack(1)
-	o := decideTask(1).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(1).decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.False(t, o.failed)
 	require.Equal(t, 2, o.acked)
 	require.Equal(t, int64(12), o.update.ProcessedSeq)
@@ -131,7 +133,7 @@ func TestDecideRejectReturned(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
 	cause := errors.New("cannot parse")
-	o := decideTask(5).decide(state, decideOwner, msgs, b, Reject(cause))
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), processor.Reject(cause))
 
 	require.False(t, o.failed)
 	require.NoError(t, o.failure)
@@ -154,7 +156,7 @@ func TestDecideRejectReturnedAfterPartialAck(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
 	b.Ack(1)
-	o := decideTask(5).decide(state, decideOwner, msgs, b, Reject(nil))
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), processor.Reject(nil))
 	require.False(t, o.failed)
 	require.Equal(t, 2, o.acked)
 	require.Equal(t, int64(12), o.update.ProcessedSeq)
@@ -169,7 +171,7 @@ func TestDecideBatchRejectThenNil(t *testing.T) {
 	cause := errors.New("bad row")
 	b.Ack(1)
 	b.Reject(cause)
-	o := decideTask(5).decide(state, decideOwner, msgs, b, nil)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), nil)
 
 	require.False(t, o.failed)
 	require.Equal(t, 3, o.acked)
@@ -188,7 +190,7 @@ func TestDecideBatchRejectHeadAttempts(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(2)
 	b.Reject(errors.New("bad head"))
-	o := decideTask(5).decide(state, decideOwner, msgs, b, nil)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), nil)
 	require.Len(t, o.update.DeadLetters, 1)
 	require.Equal(t, int64(11), o.update.DeadLetters[0].Seq)
 	require.Equal(t, 3, o.update.DeadLetters[0].Attempts, "2 earlier deliveries + this one, as for a returned Reject")
@@ -199,7 +201,7 @@ func TestDecideBatchRejectThenError(t *testing.T) {
 	// The rejection is kept (leased mode) and the next message is retried.
 	state, msgs, b := decideInput(0)
 	b.Reject(errors.New("bad head"))
-	o := decideTask(5).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(5).decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.True(t, o.failed)
 	require.Equal(t, 1, o.acked)
 	require.Equal(t, 1, o.dead)
@@ -211,7 +213,7 @@ func TestDecideBatchRejectThenError(t *testing.T) {
 func TestDecideMaxAttemptsZeroNeverDeadLetters(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(1000)
-	o := decideTask(0).decide(state, decideOwner, msgs, b, errBoom)
+	o := decideTask(0).decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.True(t, o.failed)
 	require.Zero(t, o.dead)
 	require.Empty(t, o.update.DeadLetters)
@@ -227,12 +229,12 @@ func TestDecideMaxAttemptsZeroNeverDeadLetters(t *testing.T) {
 // redelivered forever) or charge a failure to the next, undelivered message.
 func TestDecideErrorAfterAckingAll(t *testing.T) {
 	t.Parallel()
-	for _, herr := range []error{errBoom, Reject(errBoom)} {
+	for _, herr := range []error{errBoom, processor.Reject(errBoom)} {
 		for _, maxAttempts := range []int{0, 1, 5} {
 			state, msgs, b := decideInput(0)
 			b.Ack(len(msgs))
 			var o outcome
-			require.NotPanics(t, func() { o = decideTask(maxAttempts).decide(state, decideOwner, msgs, b, herr) })
+			require.NotPanics(t, func() { o = decideTask(maxAttempts).decide(state, decideOwner, msgs, b.res(), herr) })
 			require.False(t, o.failed, "%v, MaxAttempts %d", herr, maxAttempts)
 			require.Equal(t, 3, o.acked)
 			require.Zero(t, o.dead)
@@ -248,20 +250,20 @@ func TestDecideErrorAfterAckingAll(t *testing.T) {
 func TestDecideTransactionalOwner(t *testing.T) {
 	t.Parallel()
 	state, msgs, b := decideInput(0)
-	o := decideTask(5).decide(state, "", msgs, b, nil)
+	o := decideTask(5).decide(state, "", msgs, b.res(), nil)
 	require.Empty(t, o.update.Owner)
 }
 
-// TestDecidePark: under Park, the head that exhausts MaxAttempts stays:
+// TestDecidePark: under processor.Park, the head that exhausts MaxAttempts stays:
 // the cursor stops before it, its count and error are kept, no retry time
 // is set and no dead letter is written; what was acked before it advances.
 func TestDecidePark(t *testing.T) {
 	t.Parallel()
 	task := decideTask(1)
-	task.opts.OnFailure = Park
+	task.opts.OnFailure = handling.Park
 	state, msgs, b := decideInput(0)
 	b.Ack(1)
-	o := task.decide(state, decideOwner, msgs, b, errBoom)
+	o := task.decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.True(t, o.parked)
 	require.False(t, o.failed)
 	require.Equal(t, 1, o.acked)
@@ -274,21 +276,46 @@ func TestDecidePark(t *testing.T) {
 	require.Empty(t, u.DeadLetters)
 
 	task = decideTask(3)
-	task.opts.OnFailure = Park
+	task.opts.OnFailure = handling.Park
 	state, msgs, b = decideInput(1)
-	o = task.decide(state, decideOwner, msgs, b, errBoom)
+	o = task.decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.False(t, o.parked, "two failures of three: retried")
 	require.True(t, o.failed)
 	state, msgs, b = decideInput(2)
-	o = task.decide(state, decideOwner, msgs, b, errBoom)
+	o = task.decide(state, decideOwner, msgs, b.res(), errBoom)
 	require.True(t, o.parked)
 	require.Equal(t, int64(10), o.update.ProcessedSeq)
 	require.Equal(t, 3, o.update.Attempts)
 	require.Equal(t, "boom", o.update.LastError)
 
-	// A rejection is dead-lettered under Park too: the handler has said so.
+	// A rejection is dead-lettered under processor.Park too: the handler has said so.
 	state, msgs, b = decideInput(0)
-	o = task.decide(state, decideOwner, msgs, b, Reject(errBoom))
+	o = task.decide(state, decideOwner, msgs, b.res(), processor.Reject(errBoom))
 	require.False(t, o.parked)
 	require.Len(t, o.update.DeadLetters, 1)
+}
+
+// batchRes acks and rejects as a processor.Batch does and gives the
+// handler call's result.
+type batchRes struct {
+	n        int
+	acked    int
+	rejected map[int]error
+}
+
+func (b *batchRes) Ack(n int) { b.acked = max(b.acked, min(n, b.n)) }
+
+func (b *batchRes) Reject(err error) {
+	if b.acked >= b.n {
+		return
+	}
+	if b.rejected == nil {
+		b.rejected = map[int]error{}
+	}
+	b.rejected[b.acked] = err
+	b.acked++
+}
+
+func (b *batchRes) res() handling.Result {
+	return handling.Result{Acked: b.acked, Rejected: b.rejected}
 }

@@ -1,4 +1,4 @@
-package processor
+package engine
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/processor"
 )
 
 // txFakeDialect is just enough of a dialect for stepTransactional: one
@@ -65,15 +66,12 @@ func TestStepTransactionalAckAllThenError(t *testing.T) {
 	}
 	boom := errors.New("boom")
 	calls := 0
-	h := TransactionalBatch(func(_ context.Context, _ bun.Tx, b *Batch) error {
+	h := processor.TransactionalBatch(func(_ context.Context, _ bun.Tx, b *processor.Batch) error {
 		calls++
 		b.Ack(len(b.Messages))
 		return boom
 	})
-	p := NewPool(fake, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: h, PartitionIDs: []int64{1},
-		Options: NewQueueOptions(MaxAttempts(5), Retry(time.Second, time.Minute)),
-	}})
+	p := NewPool(fake, PoolConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{testSpec("q", h, []int64{1}, processor.MaxAttempts(5), processor.Retry(time.Second, time.Minute))})
 	tk := p.tasks[1]
 	tk.batch = 1
 
@@ -88,7 +86,7 @@ func TestStepTransactionalAckAllThenError(t *testing.T) {
 	require.Equal(t, "boom", u.LastError)
 	require.Greater(t, u.RetryAfter, time.Duration(0))
 	require.Equal(t, u.RetryAfter, tk.retryWait)
-	require.Equal(t, Counters{Retried: 1}, p.Counters())
+	require.Equal(t, PoolCounters{Retried: 1}, p.Counters())
 }
 
 // TestStepTransactionalIsolatesFailure: a failure in a batch of several
@@ -99,15 +97,13 @@ func TestStepTransactionalIsolatesFailure(t *testing.T) {
 		state: dialect.ProcessorState{ProcessedSeq: 0},
 		msgs:  []dialect.OutgoingMessage{{Seq: 1}, {Seq: 2}, {Seq: 3}},
 	}
-	h := Transactional(func(_ context.Context, _ bun.Tx, d Delivery) error {
+	h := processor.Transactional(func(_ context.Context, _ bun.Tx, d processor.Delivery) error {
 		if d.Seq == 2 {
 			return errors.New("boom")
 		}
 		return nil
 	})
-	p := NewPool(fake, Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{{
-		Name: "q", Handler: h, PartitionIDs: []int64{1}, Options: DefaultQueueOptions(),
-	}})
+	p := NewPool(fake, PoolConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{testSpec("q", h, []int64{1})})
 	tk := p.tasks[1]
 
 	more, err := tk.stepTransactional(context.Background())
@@ -115,5 +111,5 @@ func TestStepTransactionalIsolatesFailure(t *testing.T) {
 	require.True(t, more, "retry right away, one message at a time")
 	require.Equal(t, 1, tk.batch)
 	require.Empty(t, fake.updates, "the whole batch rolled back, message 1 included")
-	require.Equal(t, Counters{}, p.Counters())
+	require.Equal(t, PoolCounters{}, p.Counters())
 }

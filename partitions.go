@@ -1,4 +1,4 @@
-package processor
+package seqbox
 
 import (
 	"context"
@@ -8,8 +8,9 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/engine"
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // Errors of the partition actions, matched with errors.Is; an action that
@@ -37,31 +38,17 @@ func (e *PartitionError) Error() string {
 
 func (e *PartitionError) Unwrap() error { return e.Err }
 
-// AdminStore is what Admin needs from the SQL layer (dialect.Dialect has it).
-type AdminStore interface {
-	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
-	PartitionList(ctx context.Context, params *dialect.PartitionListParams) ([]dialect.PartitionInfo, error)
-	ProcessorParkedList(ctx context.Context, params *dialect.ProcessorParkedListParams) ([]dialect.ProcessorParked, error)
-	ProcessorParkedLock(ctx context.Context, params *dialect.ProcessorLockParams) (dialect.ProcessorParkedLockResult, error)
-	OutgoingList(ctx context.Context, params *dialect.OutgoingListParams) ([]dialect.OutgoingMessage, error)
-	ProcessorUpdate(ctx context.Context, params *dialect.ProcessorUpdateParams) error
-}
-
-// Admin lists parked partitions and resumes or skips them (the Park
+// Partitions lists parked partitions and resumes or skips them (the Park
 // failure policy; docs/ARCHITECTURE.md, "Failure policy: dead-letter or
-// park"). It needs no running pipeline: the state is in the database, so
+// park"). Get it from Admin.Partitions. The state is in the database, so
 // an action taken here is seen by every process at its next poll, and at
-// once by the process whose Outbox built the Admin.
-type Admin struct {
-	s AdminStore
+// once by the process whose Outbox made the Admin.
+type Partitions struct {
+	s dialect.Dialect
 	// resumed, when set, is told of a partition made leasable again.
 	resumed func(partitionID int64)
 }
 
-// NewAdmin builds an Admin over a store; resumed may be nil.
-func NewAdmin(s AdminStore, resumed func(partitionID int64)) *Admin {
-	return &Admin{s: s, resumed: resumed}
-}
 
 // Parked is a parked partition and the head message it stopped at.
 type Parked struct {
@@ -78,12 +65,12 @@ type Parked struct {
 // head message that went to dead letters (zero when the head was gone).
 type Skipped struct {
 	Parked
-	MessageID dialect.MessageID
+	MessageID outbox.MessageID
 }
 
 // Parked lists the parked partitions of a queue, or of every queue when
 // queue is "".
-func (a *Admin) Parked(ctx context.Context, queue string) ([]Parked, error) {
+func (a *Partitions) Parked(ctx context.Context, queue string) ([]Parked, error) {
 	list, err := a.s.ProcessorParkedList(ctx, &dialect.ProcessorParkedListParams{})
 	if err != nil {
 		return nil, fmt.Errorf("seqbox: list parked partitions: %w", err)
@@ -100,7 +87,7 @@ func (a *Admin) Parked(ctx context.Context, queue string) ([]Parked, error) {
 // Resume retries a parked partition's head now: the mark, the attempt
 // count and the error are cleared, and the head gets MaxAttempts fresh
 // attempts. It returns the partition as it was parked.
-func (a *Admin) Resume(ctx context.Context, queue string, partition int) (Parked, error) {
+func (a *Partitions) Resume(ctx context.Context, queue string, partition int) (Parked, error) {
 	var was Parked
 	pid, err := a.act(ctx, queue, partition, "resume", func(ctx context.Context, tx bun.Tx, p dialect.ProcessorParked) error {
 		was = parked(queue, partition, p)
@@ -121,7 +108,7 @@ func (a *Admin) Resume(ctx context.Context, queue string, partition int) (Parked
 // it and clears the mark, in one transaction; the rest of the partition
 // is then delivered in order. The dead letter keeps the head's attempts
 // and last error, noting that an operator skipped it.
-func (a *Admin) Skip(ctx context.Context, queue string, partition int) (Skipped, error) {
+func (a *Partitions) Skip(ctx context.Context, queue string, partition int) (Skipped, error) {
 	var out Skipped
 	pid, err := a.act(ctx, queue, partition, "skip", func(ctx context.Context, tx bun.Tx, p dialect.ProcessorParked) error {
 		out = Skipped{Parked: parked(queue, partition, p)}
@@ -132,7 +119,7 @@ func (a *Admin) Skip(ctx context.Context, queue string, partition int) (Skipped,
 		u := dialect.ProcessorAdvance(p.ID, "", p.ProcessedSeq, nil)
 		if len(head) > 0 {
 			cause := fmt.Errorf("skipped by an operator while parked: %s", p.LastError)
-			u = dialect.ProcessorAdvance(p.ID, "", head[0].Seq, []dialect.DeadLetter{deadletter.New(p.ID, head[0], cause, p.Attempts)})
+			u = dialect.ProcessorAdvance(p.ID, "", head[0].Seq, []dialect.DeadLetter{engine.NewDeadLetter(p.ID, head[0], cause, p.Attempts)})
 			out.MessageID = head[0].ID
 		}
 		u.Conn = tx
@@ -150,7 +137,7 @@ func (a *Admin) Skip(ctx context.Context, queue string, partition int) (Skipped,
 // act runs fn on a parked partition under its row lock, in one
 // transaction. Of two operators acting on one partition, the second waits
 // for the first and then finds it not parked.
-func (a *Admin) act(ctx context.Context, queue string, partition int, action string,
+func (a *Partitions) act(ctx context.Context, queue string, partition int, action string,
 	fn func(ctx context.Context, tx bun.Tx, p dialect.ProcessorParked) error) (int64, error) {
 	fail := func(err error) error {
 		return &PartitionError{Queue: queue, Partition: partition, Action: action, Err: err}
