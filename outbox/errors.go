@@ -29,6 +29,11 @@ var (
 	ErrPartitionCountMismatch = dialect.ErrPartitionCountMismatch
 )
 
+// ErrSchemaMissing: Start found the prefix's tables absent (or older than
+// this release) and was not asked to migrate. The error Start returns
+// names the fixes: seqbox migrate, Migrate(true) or seqbox.Migrations.
+var ErrSchemaMissing = errors.New("seqbox: schema missing")
+
 // PartitionCountError reports a queue already registered with another
 // partition count; it matches ErrPartitionCountMismatch.
 type PartitionCountError = dialect.PartitionCountError

@@ -61,5 +61,6 @@ func Cases() []Case {
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 		{"FailedStartRegistersNothing", testFailedStartRegistersNothing},
+		{"StartWithoutSchema", testStartWithoutSchema},
 	}
 }
