@@ -29,6 +29,7 @@ var (
 	ErrInvalidMessageID = outbox.ErrInvalidMessageID
 
 	// Start.
+	ErrSchemaMissing          = outbox.ErrSchemaMissing
 	ErrInvalidConfig          = outbox.ErrInvalidConfig
 	ErrPartitionCountMismatch = outbox.ErrPartitionCountMismatch
 	ErrInvalidOptions         = processor.ErrInvalidOptions

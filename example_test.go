@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/sqlitedialect"
 	"github.com/uptrace/bun/driver/sqliteshim"
+	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/deadletter"
@@ -22,43 +24,93 @@ import (
 	"github.com/seqbox/seqbox/processor"
 )
 
-// Enqueue an order event in the same transaction as the order itself; the
-// handler receives it once the transaction has committed.
+// Example is a first program, the one README's "Getting started" walks
+// through: an outbox on a SQLite file, a queue whose handler prints what it
+// gets, and an order written together with its events in one transaction.
+// One key, one partition: the handler sees the events in enqueue order.
 func Example() {
 	ctx := context.Background()
-	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch directory.
 	defer os.RemoveAll(dir)
-	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+
+	// SQLite as seqbox needs it: WAL, a busy timeout, immediate transactions.
+	sqldb, err := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "shop.db")))
+	if err != nil {
+		panic(err)
+	}
 	db := bun.NewDB(sqldb, sqlitedialect.New())
 	defer db.Close()
-	_, _ = db.NewRaw("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT)").Exec(ctx)
+	_, _ = db.NewRaw("CREATE TABLE orders (id INTEGER PRIMARY KEY, customer TEXT)").Exec(ctx) // the application's own table
 
-	delivered := make(chan string)
+	// Migrate(true) creates seqbox's tables. The handler acks with nil; an
+	// error retries the message, processor.Reject dead-letters it.
 	ob, err := seqbox.New(db).Migrate(true).
 		Queue("orders", 4, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
-			delivered <- fmt.Sprintf("%s seq=%d %s", d.PayloadType, d.Seq, d.Payload)
+			fmt.Printf("%s/%d seq=%d key=%s %s %s\n", d.Queue, d.Partition, d.Seq, d.Key, d.PayloadType, d.Payload)
 			return nil
 		})).
 		Start(ctx)
 	if err != nil {
 		panic(err)
 	}
-	defer ob.Stop(ctx)
+	defer ob.Stop(ctx) // lets in-flight handlers finish
 
+	// The order and its events commit together, or none of them does.
+	var ids []outbox.MessageID
 	err = ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
-		if _, err := tx.NewRaw("INSERT INTO orders (customer) VALUES (?)", "c-42").Exec(ctx); err != nil {
+		if _, err := tx.NewRaw("INSERT INTO orders (id, customer) VALUES (1001, 'alice')").Exec(ctx); err != nil {
 			return err
 		}
-		_, err := ob.Enqueue(ctx, tx, "orders", outbox.Message{
-			Key: "c-42", PayloadType: "order.created.v1", Payload: []byte(`{"customer":"c-42"}`),
+		var err error
+		ids, err = ob.EnqueueBatch(ctx, tx, "orders", []outbox.Message{
+			{Key: "alice", PayloadType: "order.created.v1", Payload: []byte(`{"order":1001}`)},
+			{Key: "alice", PayloadType: "order.paid.v1", Payload: []byte(`{"order":1001}`)},
 		})
 		return err
 	})
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(<-delivered)
-	// Output: order.created.v1 seq=1 {"customer":"c-42"}
+	if err := ob.WaitProcessed(ctx, ids...); err != nil { // until handled and acked
+		panic(err)
+	}
+	// Output:
+	// orders/3 seq=1 key=alice order.created.v1 {"order":1001}
+	// orders/3 seq=2 key=alice order.paid.v1 {"order":1001}
+}
+
+// Example_schema: an application that runs its schema changes with
+// bun/migrate adds seqbox's to its migrations and starts without
+// Migrate(true). A Start before they have run is an ErrSchemaMissing whose
+// text says what to do.
+func Example_schema() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "seqbox-example") // Out of example scope: a scratch database.
+	defer os.RemoveAll(dir)
+	sqldb, _ := sql.Open(sqliteshim.ShimName, sqlite.DSN(sqliteshim.DriverName(), filepath.Join(dir, "app.db")))
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	defer db.Close()
+
+	_, err := seqbox.New(db).Queue("orders", 4, nil).Start(ctx)
+	fix, _, _ := strings.Cut(err.Error(), " (") // the rest is the driver's error
+	fmt.Println(errors.Is(err, outbox.ErrSchemaMissing), fix)
+
+	migrations := migrate.NewMigrator(db, seqbox.Migrations("seqbox_"))
+	if err := migrations.Init(ctx); err != nil {
+		panic(err)
+	}
+	if _, err := migrations.Migrate(ctx); err != nil {
+		panic(err)
+	}
+	ob, err := seqbox.New(db).Queue("orders", 4, nil).Start(ctx)
+	if err != nil {
+		panic(err)
+	}
+	defer ob.Stop(ctx)
+	fmt.Println("started")
+	// Output:
+	// true seqbox: schema missing: tables seqbox_* do not exist: run `seqbox migrate --dsn …`, or build the outbox with Migrate(true), or apply seqbox.Migrations("seqbox_") with bun/migrate
+	// started
 }
 
 // A handler bug dead-letters a message; once it is fixed, the dead letter

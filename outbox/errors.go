@@ -27,6 +27,11 @@ var (
 	ErrStopped = errors.New("seqbox: outbox stopped")
 )
 
+// ErrSchemaMissing: Start found the prefix's tables absent (or older than
+// this release) and was not asked to migrate. The error Start returns
+// names the fixes: seqbox migrate, Migrate(true) or seqbox.Migrations.
+var ErrSchemaMissing = errors.New("seqbox: schema missing")
+
 // MessageError is a rejected message of an enqueue: which one, why (Err is
 // one of the sentinels), and the values involved. Nothing was written.
 type MessageError struct {

@@ -1,11 +1,16 @@
 package conformance
 
 import (
+	"context"
 	"sync"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // testRegistrationIdempotent: starting twice with the same queues reuses
@@ -87,4 +92,29 @@ func testFailedStartRegistersNothing(e *Env) {
 	require.Equal(e.T, before, e.Counts(), "the failed Start left rows behind")
 	e.Start(e.Builder().Queue("a", 5, nil).Queue("b", 8, nil))
 	require.Equal(e.T, 13, e.Count("partitions"))
+}
+
+// testStartWithoutSchema: Start without Migrate on tables that do not
+// exist says what to do (ErrSchemaMissing, naming the fixes) instead of
+// passing on the driver's "no such table", and creates nothing.
+func testStartWithoutSchema(e *Env) {
+	prefix := dbtest.Prefix(e.T) // a prefix of its own: the env's is migrated
+	d, err := dialects.Open(e.DB, prefix)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
+
+	_, err = seqbox.New(e.DB).TablePrefix(prefix).Logger(e.Logger()).Queue("orders", 4, nil).Start(e.Ctx)
+	require.ErrorIs(e.T, err, outbox.ErrSchemaMissing)
+	for _, fix := range []string{"seqbox migrate --dsn", "--prefix " + prefix, "Migrate(true)", "seqbox.Migrations"} {
+		require.Contains(e.T, err.Error(), fix)
+	}
+	st, err := d.SchemaStatus(e.Ctx, &dialect.SchemaStatusParams{})
+	require.NoError(e.T, err)
+	require.Zero(e.T, st.Current, "the failed Start created tables")
+
+	// The fix it names works.
+	require.NoError(e.T, d.SchemaMigrate(e.Ctx, &dialect.SchemaMigrateParams{}))
+	ob, err := seqbox.New(e.DB).TablePrefix(prefix).Logger(e.Logger()).Queue("orders", 4, nil).Start(e.Ctx)
+	require.NoError(e.T, err)
+	require.NoError(e.T, ob.Stop(e.Ctx))
 }

@@ -185,7 +185,8 @@ var (
 // Start validates cfg, migrates if asked, registers the queues and starts
 // the background tasks. The tasks outlive ctx; end them with Stop.
 // Migration and registration retry transient errors (a dropped
-// connection, a deadlock) until ctx ends.
+// connection, a deadlock) until ctx ends. Tables absent or older than this
+// release, without Migrate, are an outbox.ErrSchemaMissing.
 func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) {
 	cfg = cfg.WithDefaults(d)
 	if errs := cfg.Validate(d); len(errs) > 0 {
@@ -216,7 +217,7 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 			allIDs, err = d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queues: defs})
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, schemaMissing(ctx, d, err)
 		}
 		for i, q := range cfg.Queues {
 			o.queues[q.Name] = &queueInfo{name: q.Name, ids: allIDs[i], dedupWindow: q.Options.DedupWindow}
@@ -258,6 +259,28 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 		close(o.done)
 	}()
 	return o, nil
+}
+
+// schemaMissing turns a registration failure on tables that are absent or
+// older than this release into ErrSchemaMissing naming the fixes: the
+// driver's bare "relation does not exist" does not say what to do. The
+// version is read only after a failure, so a healthy Start pays nothing.
+func schemaMissing(ctx context.Context, d dialect.Dialect, err error) error {
+	st, serr := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
+	if serr != nil || st.Current >= st.Latest {
+		return err // not a schema problem, or one we cannot tell: the original says more
+	}
+	prefix := d.Tables().Prefix
+	found := fmt.Sprintf("tables %s* do not exist", prefix)
+	if st.Current > 0 {
+		found = fmt.Sprintf("tables %s* are at schema version %d, this release needs %d", prefix, st.Current, st.Latest)
+	}
+	flag := ""
+	if prefix != dialect.DefaultPrefix {
+		flag = " --prefix " + prefix
+	}
+	return fmt.Errorf("%w: %s: run `seqbox migrate --dsn …%s`, or build the outbox with Migrate(true), "+
+		"or apply seqbox.Migrations(%q) with bun/migrate (%w)", outbox.ErrSchemaMissing, found, flag, prefix, err)
 }
 
 // retryTransient runs fn until it succeeds, fails for good, or ctx ends:

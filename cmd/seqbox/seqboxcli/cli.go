@@ -40,7 +40,7 @@ type command struct {
 // no mutable state.
 func commands() []command {
 	return []command{
-		{name: "demo", summary: "run producers and consumers against a database and verify every guarantee", run: runDemo, usage: demoUsage},
+		{name: "demo", summary: "a first look: messages in order, a retry, a dead letter, what to try next (--stress: a stress test)", run: runDemo, usage: demoUsage},
 		{name: "bench", summary: "measure seqbox against a plain INSERT baseline on the same database", run: runBench, usage: benchUsage},
 		{name: "migrate", summary: "create or upgrade seqbox's tables (--status: only report the version)", run: runMigrate, usage: migrateUsage},
 		{name: "status", summary: "backlog, oldest waiting message, retrying partitions and dead letters per queue", run: runStatus, usage: statusUsage},
