@@ -55,6 +55,9 @@ type Builder struct {
 	cfg           outbox.Config
 	queueDefaults []processor.QueueOption
 	queues        []queueDecl
+	// pgOpts go to postgres.New (PostgresOptions): interim wiring until
+	// the Builder takes an explicit dialect.
+	pgOpts []postgres.Option
 	// errs are misuses found while building (a nil option, say), reported
 	// by Start rather than by a panic.
 	errs []error
@@ -109,6 +112,25 @@ func (b *Builder) checkOptions(field string, opts []processor.QueueOption) {
 			b.errs = append(b.errs, &outbox.ConfigError{Field: fmt.Sprintf("%s[%d]", field, i), Reason: "nil option"})
 		}
 	}
+}
+
+// PostgresOptions passes opts to the PostgreSQL dialect (postgres.New)
+// when db is PostgreSQL, and is ignored otherwise. Wake-ups across
+// processes need one: postgres.WithListener(pgxlisten.New(dsn)) or
+// postgres.WithListener(pgdriverlisten.New(db)), from the module
+// github.com/seqbox/seqbox/pglisten. Defaults to none: other processes'
+// work is found by polling.
+//
+// Interim: this goes when the Builder takes an explicit dialect
+// (seqbox.New(db).Dialect(postgres.New(postgres.WithListener(…)))).
+func (b *Builder) PostgresOptions(opts ...postgres.Option) *Builder {
+	for i, opt := range opts {
+		if opt == nil {
+			b.errs = append(b.errs, &outbox.ConfigError{Field: fmt.Sprintf("PostgresOptions[%d]", len(b.pgOpts)+i), Reason: "nil option"})
+		}
+	}
+	b.pgOpts = append(b.pgOpts, opts...)
+	return b
 }
 
 // ProcessorConcurrency bounds handler calls at once (processor.Config.Concurrency). Defaults to 8.
@@ -191,7 +213,7 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	if b.db == nil {
 		return nil, &outbox.ConfigError{Field: "db", Reason: "nil *bun.DB"}
 	}
-	d, err := Dialect(ctx, b.db, b.prefix)
+	d, err := newDialect(ctx, b.db, b.prefix, b.pgOpts)
 	if err != nil {
 		return nil, err
 	}
@@ -200,12 +222,18 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 
 // Dialect picks the seqbox dialect for db's bun dialect.
 func Dialect(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, error) {
+	return newDialect(ctx, db, prefix, nil)
+}
+
+// newDialect is Dialect with the PostgreSQL dialect's options
+// (Builder.PostgresOptions; interim, like it).
+func newDialect(ctx context.Context, db *bun.DB, prefix string, pgOpts []postgres.Option) (dialect.Dialect, error) {
 	if err := dialect.ValidatePrefix(prefix); err != nil {
 		return nil, &outbox.ConfigError{Field: "TablePrefix", Reason: err.Error()}
 	}
 	switch name := db.Dialect().Name(); name {
 	case bundialect.PG:
-		return postgres.New(db, prefix)
+		return postgres.New(db, prefix, pgOpts...)
 	case bundialect.MySQL:
 		return mysql.New(ctx, db, prefix)
 	case bundialect.SQLite:

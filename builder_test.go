@@ -72,6 +72,7 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 		"zero Handler":          seqbox.New(db).Queue("q", 1, &processor.Handler{}),
 		"non-ASCII instance id": seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
 		"nil db":                seqbox.New(nil).Queue("q", 1, noop),
+		"nil postgres option":   seqbox.New(db).PostgresOptions(nil).Queue("q", 1, noop),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var err error

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/outbox"
 )
@@ -78,11 +79,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Builder is a builder on this env's tables, tuned for fast tests.
+// Builder is a builder on this env's tables, tuned for fast tests, with
+// wake-ups across processes on PostgreSQL.
 func (e *Env) Builder() *seqbox.Builder {
 	return seqbox.New(e.DB).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
 		PollInterval(50 * time.Millisecond).ReconcileInterval(200 * time.Millisecond).
-		VacuumInterval(100 * time.Millisecond)
+		VacuumInterval(100 * time.Millisecond).
+		PostgresOptions(postgres.WithListener(dbtest.PostgresListener(e.DB))) // ignored elsewhere
 }
 
 // Start starts b and stops it at cleanup.
