@@ -1,8 +1,13 @@
 package seqbox_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -80,4 +85,44 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 			require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
 		})
 	}
+}
+
+// TestPostgresWithoutListenerSaysSo: on PostgreSQL without a listener,
+// Start logs that wake-ups from other processes are off and how to turn
+// them on.
+func TestPostgresWithoutListenerSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := dbtest.Postgres(t)
+	prefix := dbtest.Prefix(t)
+	d, err := seqbox.Dialect(ctx, db, prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
+	var logs lockedBuffer
+	ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).Logger(slog.New(slog.NewTextHandler(&logs, nil))).
+		Queue("q", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ob.Stop(context.Background()) }()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "wake-ups from other processes are off") },
+		30*time.Second, 10*time.Millisecond, "a failure bound: it is logged as the outbox starts")
+	require.Contains(t, logs.String(), "postgres.WithListener")
+}
+
+// lockedBuffer is a bytes.Buffer the outbox's goroutines may write to
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
