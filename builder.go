@@ -22,8 +22,10 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	bundialect "github.com/uptrace/bun/dialect"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/configerr"
 	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/engine"
@@ -65,6 +67,7 @@ type Builder struct {
 	cfg           engine.Config
 	queueDefaults []processor.QueueOption
 	queues        []queueDecl
+	pgOpts        []postgres.Option
 	errs          []error
 }
 
@@ -161,6 +164,23 @@ func (b *Builder) ProducerOnly() *Builder { b.cfg.ProducerOnly = true; return b 
 // Defaults to listening where the dialect can.
 func (b *Builder) NoWakeups() *Builder { b.cfg.NoWakeups = true; return b }
 
+// PostgresOptions passes opts to the PostgreSQL dialect. Wake-ups across
+// processes need a listener the application provides, so that seqbox
+// links no driver: postgres.WithListener(pgxlisten.New(dsn)) or
+// postgres.WithListener(pgdriverlisten.New(db)), from the module
+// github.com/seqbox/seqbox/pglisten. On another database it is a
+// configuration error. Defaults to none: other processes' work is found by
+// polling (ReconcileInterval, PollInterval).
+func (b *Builder) PostgresOptions(opts ...postgres.Option) *Builder {
+	for i, opt := range opts {
+		if opt == nil {
+			b.errs = append(b.errs, configerr.New(fmt.Sprintf("PostgresOptions[%d]", len(b.pgOpts)+i), "nil option"))
+		}
+	}
+	b.pgOpts = append(b.pgOpts, opts...)
+	return b
+}
+
 // ProcessorConcurrency bounds the handler calls running at once in this
 // process, across queues. Defaults to ProcessorConcurrencyDefault (8).
 func (b *Builder) ProcessorConcurrency(n int) *Builder { b.cfg.Processor.Concurrency = n; return b }
@@ -233,7 +253,10 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	if b.db == nil {
 		return nil, errors.Join(append(errs, configerr.New("New", "nil *bun.DB"))...)
 	}
-	d, err := openDialect(b.db, b.prefix, nil)
+	if len(b.pgOpts) > 0 && b.db.Dialect().Name() != bundialect.PG {
+		errs = append(errs, configerr.New("PostgresOptions", "the database is %s, not PostgreSQL", b.db.Dialect().Name()))
+	}
+	d, err := openDialect(b.db, b.prefix, b.pgOpts)
 	if err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
@@ -276,6 +299,6 @@ func options(opts []processor.QueueOption) []handling.Option {
 }
 
 // openDialect picks the seqbox dialect for db's bun dialect.
-func openDialect(db *bun.DB, prefix string, _ []any) (dialect.Dialect, error) {
-	return dialects.Open(db, prefix)
+func openDialect(db *bun.DB, prefix string, pgOpts []postgres.Option) (dialect.Dialect, error) {
+	return dialects.Open(db, prefix, pgOpts...)
 }

@@ -1,15 +1,22 @@
 package seqbox_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -60,6 +67,7 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 		"nil tx function":       seqbox.New(db).Queue("q", 1, processor.Transactional(nil)),
 		"non-ASCII instance id": seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
 		"nil db":                seqbox.New(nil).Queue("q", 1, noop),
+		"nil postgres option":   seqbox.New(db).PostgresOptions(nil).Queue("q", 1, noop),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var err error
@@ -67,4 +75,44 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 			require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
 		})
 	}
+}
+
+// TestPostgresWithoutListenerSaysSo: on PostgreSQL without a listener,
+// Start logs that wake-ups from other processes are off and how to turn
+// them on.
+func TestPostgresWithoutListenerSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db := dbtest.Postgres(t)
+	prefix := dbtest.Prefix(t)
+	d, err := dialects.Open(db, prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
+	var logs lockedBuffer
+	ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).Logger(slog.New(slog.NewTextHandler(&logs, nil))).
+		Queue("q", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(ctx)
+	require.NoError(t, err)
+	defer func() { _ = ob.Stop(context.Background()) }()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "wake-ups from other processes are off") },
+		30*time.Second, 10*time.Millisecond, "a failure bound: it is logged as the outbox starts")
+	require.Contains(t, logs.String(), "postgres.WithListener")
+}
+
+// lockedBuffer is a bytes.Buffer the outbox's goroutines may write to
+// while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -8,11 +8,12 @@
 // implementations only to pass them to seqbox, or let seqbox pick one from
 // the *bun.DB it is given.
 //
-// No dialect needs a particular database driver: the application opens the
-// *sql.DB with the driver of its choice and wraps it in a *bun.DB. (The
-// PostgreSQL dialect links bun's pgdriver and pgx for one optional
-// capability, listening for notifications, used when the *bun.DB was
-// opened with one of them; it registers no driver.)
+// No dialect imports a database driver: the application opens the *sql.DB
+// with the driver of its choice and wraps it in a *bun.DB. The one
+// capability that needs a driver's own API, listening for PostgreSQL
+// notifications, goes through a postgres.Listener the application passes
+// in (adapters for pgx and bun's pgdriver are in the module
+// github.com/seqbox/seqbox/pglisten).
 package dialect
 
 import (
@@ -147,8 +148,8 @@ func (t Tables) All() []string {
 type WakeupListener interface {
 	// ListenWakeups calls w's functions as notifications from processes
 	// other than self arrive, until ctx ends, reconnecting by itself. It
-	// returns ErrNoListener at once when the connection's driver cannot
-	// listen.
+	// returns an error matching ErrNoListener at once when it has no way
+	// to listen.
 	ListenWakeups(ctx context.Context, self string, w Wakeups) error
 }
 
@@ -170,9 +171,9 @@ type Wakeups struct {
 	Listening func()
 }
 
-// ErrNoListener: the database driver cannot listen for notifications
-// (PostgreSQL through a driver other than bun's pgdriver or pgx's stdlib).
-var ErrNoListener = errors.New("seqbox: the database driver cannot listen for notifications")
+// ErrNoListener: the dialect cannot listen for notifications (PostgreSQL
+// without postgres.WithListener, or with a listener for another driver).
+var ErrNoListener = errors.New("seqbox: cannot listen for notifications")
 
 // MessageID is a message's client-generated UUIDv7 (outbox.MessageID).
 type MessageID = outbox.MessageID

@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqbox/seqbox/dialect"
@@ -45,6 +46,9 @@ func TestFlavorIsRetryable(t *testing.T) {
 		{"Field deadlock", fieldError{"40P01"}, true},
 		{"Field unique violation", fieldError{"23505"}, false},
 		{"wrapped Field", fmt.Errorf("insert: %w", fieldError{"40P01"}), true},
+		{"pgx serialization failure", &pgconn.PgError{Code: "40001"}, true},
+		{"wrapped pgx deadlock", fmt.Errorf("insert: %w", &pgconn.PgError{Code: "40P01"}), true},
+		{"pgx unique violation", &pgconn.PgError{Code: "23505"}, false},
 		// The code must come from the driver, not from the message text.
 		{"plain error naming the code", errors.New("ERROR: could not serialize access (SQLSTATE 40001)"), false},
 	}
@@ -77,6 +81,8 @@ func TestFlavorIsDisconnect(t *testing.T) {
 	}{
 		{sqlStateError{"57P01"}, true}, // pg_terminate_backend
 		{fieldError{"08006"}, true},    // connection failure
+		{&pgconn.PgError{Code: "57P01"}, true},
+		{&pgconn.PgError{Code: "23505"}, false},
 		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
 		{driver.ErrBadConn, true},
 		{sqlStateError{"23505"}, false},

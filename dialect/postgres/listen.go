@@ -3,13 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
-	"net"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/uptrace/bun/driver/pgdriver"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/lifecycle"
@@ -20,21 +17,56 @@ var (
 	_ dialect.WakeupNotifier = (*Dialect)(nil)
 )
 
+// Listener is one dedicated connection that listens for notifications
+// (LISTEN), through whichever driver the application uses: the module
+// github.com/seqbox/seqbox/pglisten has one for pgx and one for bun's
+// pgdriver. The dialect uses a Listener from one goroutine at a time.
+type Listener interface {
+	// Listen subscribes the connection to channels. It may return before
+	// the server has run LISTEN: the dialect waits for a notification of
+	// its own to come back before it counts on hearing anything.
+	Listen(ctx context.Context, channels ...string) error
+	// Receive waits for the next notification on a subscribed channel.
+	// When ctx ends first it returns an error matching ctx's (errors.Is),
+	// and after a deadline the connection must still be usable. Any other
+	// error means the connection is lost: the dialect closes the Listener
+	// and opens another.
+	Receive(ctx context.Context) (channel, payload string, err error)
+	// Close closes the connection. The dialect calls it once, after its
+	// last Listen or Receive has returned.
+	Close() error
+}
+
+// ListenFunc opens a Listener on a new connection of its own: one outside
+// the application's pool, since it is held for as long as the outbox
+// runs. The dialect calls it again, after a backoff, whenever a Listener
+// fails. An error matching ErrNoListener means it never can: the dialect
+// stops listening and other processes' work is found by polling.
+type ListenFunc func(ctx context.Context) (Listener, error)
+
+// ErrNoListener is dialect.ErrNoListener, for a ListenFunc to report that
+// it cannot listen at all (the *bun.DB it was given has another driver).
+var ErrNoListener = dialect.ErrNoListener
+
+// errNoListenFunc is what ListenWakeups reports without WithListener; the
+// outbox logs it at Start, so it says how to turn wake-ups on.
+var errNoListenFunc = fmt.Errorf("%w: no listener was configured; pass postgres.WithListener "+
+	"with pgxlisten.New or pgdriverlisten.New (module github.com/seqbox/seqbox/pglisten)", dialect.ErrNoListener)
+
 // ListenWakeups listens on the channels NotifyWakeups sends on ({incoming}
-// and {outgoing}: the sender, then the partition ids), on a connection of
-// its own (bun's pgdriver listener, or a pool connection held while it
-// listens with pgx's stdlib driver), and skips what its own process sent.
-// A broken connection is dropped and a new one listens after a backoff;
-// Listening is called on every (re)connect, since notifications sent
-// meanwhile are lost (docs/ARCHITECTURE.md, "Wake-ups across processes").
+// and {outgoing}: the sender, then the partition ids), through the
+// Listener WithListener opens, and skips what its own process sent.
+// Without WithListener it returns an error matching dialect.ErrNoListener
+// at once. A broken connection is dropped and a new one listens after a
+// backoff; Listening is called on every (re)connect, since notifications
+// sent meanwhile are lost (docs/ARCHITECTURE.md, "Wake-ups across
+// processes").
 func (d *Dialect) ListenWakeups(ctx context.Context, self string, w dialect.Wakeups) error {
-	incoming, outgoing := d.Tables().Incoming, d.Tables().Outgoing
-	once := d.listenOnce
-	if _, ok := d.DB().Driver().(pgdriver.Driver); !ok {
-		once = d.listenPgx
+	if d.listen == nil {
+		return errNoListenFunc
 	}
 	for failures := 0; ; {
-		err := once(ctx, self, w, incoming, outgoing)
+		err := d.listenOnce(ctx, self, w)
 		if errors.Is(err, dialect.ErrNoListener) {
 			return err
 		}
@@ -51,21 +83,18 @@ func (d *Dialect) ListenWakeups(ctx context.Context, self string, w dialect.Wake
 	}
 }
 
-// listenOnce runs one listener connection until it breaks or ctx ends; it
-// returns nil if it heard anything.
-func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups, incoming, outgoing string) error {
-	ln := pgdriver.NewListener(d.DB())
-	// A blocked read ignores ctx (only its deadline ends it): closing the
-	// listener's connection is what ends a wait at Stop.
-	closed := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-closed:
-		}
-		_ = ln.Close()
-	}()
-	defer close(closed)
+// listenOnce runs one Listener until it breaks or ctx ends; it returns nil
+// if it heard anything.
+func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups) error {
+	incoming, outgoing := d.Tables().Incoming, d.Tables().Outgoing
+	ln, err := d.listen(ctx)
+	if err != nil {
+		return err
+	}
+	if ln == nil {
+		return errors.New("seqbox: the ListenFunc returned no Listener and no error")
+	}
+	defer func() { _ = ln.Close() }() // the connection is gone or done with: nothing to report
 	if err := ln.Listen(ctx, incoming, outgoing); err != nil {
 		return err
 	}
@@ -73,11 +102,12 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 	d.probe(ctx, l)
 	heard := false
 	for {
-		channel, payload, err := ln.ReceiveTimeout(ctx, l.wait())
-		var ne net.Error
+		waitCtx, cancel := context.WithTimeout(ctx, l.wait())
+		channel, payload, err := ln.Receive(waitCtx)
+		cancel()
 		switch {
 		case err == nil:
-		case errors.As(err, &ne) && ne.Timeout() && ctx.Err() == nil:
+		case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 			if !l.ready {
 				d.probe(ctx, l) // sent before LISTEN took effect: again
 			}
@@ -96,59 +126,6 @@ func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups
 // which an instance name (printable ASCII) never holds.
 const senderEnd = "\x1f"
 
-// pgxConn is what pgx's database/sql driver connection offers.
-type pgxConn interface{ Conn() *pgx.Conn }
-
-// listenPgx is listenOnce on a pool connection of pgx's stdlib driver,
-// held for as long as it listens and unlistened before it goes back.
-func (d *Dialect) listenPgx(ctx context.Context, self string, w dialect.Wakeups, incoming, outgoing string) error {
-	conn, err := d.DB().Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		unlisten, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, _ = conn.ExecContext(unlisten, "UNLISTEN *")
-		_ = conn.Close()
-	}()
-	heard := false
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(pgxConn)
-		if !ok {
-			return dialect.ErrNoListener
-		}
-		c := pc.Conn()
-		for _, ch := range []string{incoming, outgoing} {
-			if _, err := c.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
-				return err
-			}
-		}
-		l := &listening{self: self, w: w, incoming: incoming, outgoing: outgoing}
-		d.probe(ctx, l)
-		for {
-			waitCtx, cancel := context.WithTimeout(ctx, l.wait())
-			n, err := c.WaitForNotification(waitCtx)
-			cancel()
-			if err != nil {
-				if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && !c.IsClosed() {
-					if !l.ready {
-						d.probe(ctx, l)
-					}
-					continue
-				}
-				return err
-			}
-			heard = true
-			l.handle(n.Channel, n.Payload)
-		}
-	})
-	if heard && !errors.Is(err, dialect.ErrNoListener) {
-		return nil
-	}
-	return err
-}
-
 // listening is one listener connection's state.
 type listening struct {
 	self               string
@@ -159,7 +136,7 @@ type listening struct {
 
 // readyProbe is the payload a listener sends itself, until one comes back,
 // once it has issued LISTEN: LISTEN takes effect when the server has run
-// it, which the driver does not wait for, so Listening (and the scan for
+// it, which a driver need not wait for, so Listening (and the scan for
 // missed work it triggers) waits for a probe to come back.
 const readyProbe = "ready"
 

@@ -1,5 +1,7 @@
 // Package postgres is the seqbox dialect for PostgreSQL 15 and later, with
-// any driver bun supports (pgdriver, pgx stdlib, lib/pq).
+// any driver bun supports (pgdriver, pgx stdlib, lib/pq). It imports none:
+// listening for other processes' wake-ups goes through a Listener the
+// application passes in (WithListener).
 package postgres
 
 import (
@@ -25,12 +27,29 @@ var migrationFS embed.FS
 // measured faster, and implements processor.AckLeaser.
 type Dialect struct {
 	*sqlcore.Core
+	listen ListenFunc // nil: no wake-ups from other processes
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
+// Option configures New.
+type Option func(*Dialect) error
+
+// WithListener makes the dialect listen for other processes' wake-ups
+// (docs/ARCHITECTURE.md, "Wake-ups across processes") on the connections
+// listen opens. Without it, other processes' work is found by polling.
+func WithListener(listen ListenFunc) Option {
+	return func(d *Dialect) error {
+		if listen == nil {
+			return errors.New("seqbox: postgres.WithListener: nil ListenFunc")
+		}
+		d.listen = listen
+		return nil
+	}
+}
+
 // New returns the dialect for db with tables named prefix+name.
-func New(db *bun.DB, prefix string) (*Dialect, error) {
+func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
@@ -47,7 +66,16 @@ func New(db *bun.DB, prefix string) (*Dialect, error) {
 		moveManyLockSQL, moveManySelectSQL, moveManyUpdateSQL, leaseBatchSQL, ackSQL, ackLeaseSQL, groupReadSQL, vacuumDeleteSQL); err != nil {
 		return nil, err
 	}
-	return &Dialect{Core: core}, nil
+	d := &Dialect{Core: core}
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("seqbox: postgres.New: option %d is nil", i)
+		}
+		if err := opt(d); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // SchemaStatements renders the embedded schema for prefix without a

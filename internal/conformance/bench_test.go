@@ -299,7 +299,9 @@ func BenchmarkStats(b *testing.B) {
 // instance name) on the same tables, with the default poll interval,
 // handles them; commit-to-handler latency p50/p99/max in ms, with wake-ups
 // and without (NoWakeups), on each database. MySQL/MariaDB and SQLite have
-// no notifications: there both figures are the poll's.
+// no notifications: there both figures are the poll's. PostgreSQL listens
+// through pgdriver here; the pglisten module measures its pgx and
+// pgdriver adapters the same way.
 func BenchmarkWakeupLatency(b *testing.B) {
 	for _, o := range dbtest.All() {
 		b.Run(o.Name, func(b *testing.B) {
@@ -329,7 +331,7 @@ func wakeupLatency(b *testing.B, o dbtest.Opener, noWakeups bool) (p50, p99, wor
 	var mu sync.Mutex
 	var lat []float64
 	committed := map[outbox.MessageID]time.Time{}
-	cons, err := wakeups(seqbox.New(consDB).TablePrefix(prefix).Logger(slog.New(slog.DiscardHandler)), noWakeups).
+	cons, err := withListener(wakeups(seqbox.New(consDB).TablePrefix(prefix).Logger(slog.New(slog.DiscardHandler)), noWakeups), consDB).
 		Queue("wake", 16, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 			now := time.Now()
 			mu.Lock()

@@ -16,9 +16,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
+	bundialect "github.com/uptrace/bun/dialect"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/outbox"
@@ -79,11 +81,21 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Builder is a builder on this env's tables, tuned for fast tests.
+// Builder is a builder on this env's tables, tuned for fast tests, with
+// wake-ups across processes on PostgreSQL.
 func (e *Env) Builder() *seqbox.Builder {
-	return seqbox.New(e.DB).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
-		PollInterval(50 * time.Millisecond).ReconcileInterval(200 * time.Millisecond).
-		VacuumInterval(100 * time.Millisecond)
+	return withListener(seqbox.New(e.DB).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
+		PollInterval(50*time.Millisecond).ReconcileInterval(200*time.Millisecond).
+		VacuumInterval(100*time.Millisecond), e.DB)
+}
+
+// withListener gives b a wake-up listener on PostgreSQL (the test-only
+// pgdriver one); elsewhere there is none to give.
+func withListener(b *seqbox.Builder, db *bun.DB) *seqbox.Builder {
+	if db.Dialect().Name() == bundialect.PG {
+		return b.PostgresOptions(postgres.WithListener(dbtest.PostgresListener(db)))
+	}
+	return b
 }
 
 // Start starts b and stops it at cleanup.

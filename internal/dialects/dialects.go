@@ -20,7 +20,7 @@ const DefaultPrefix = dialect.DefaultPrefix
 
 // Open returns the dialect for db's bun dialect and a table prefix ("" is
 // DefaultPrefix). Errors are *outbox.ConfigError.
-func Open(db *bun.DB, prefix string) (dialect.Dialect, error) {
+func Open(db *bun.DB, prefix string, pgOpts ...postgres.Option) (dialect.Dialect, error) {
 	if db == nil {
 		return nil, configerr.New("New", "nil *bun.DB")
 	}
@@ -34,7 +34,7 @@ func Open(db *bun.DB, prefix string) (dialect.Dialect, error) {
 	}
 	switch name := db.Dialect().Name(); name {
 	case bundialect.PG:
-		return postgres.New(db, prefix)
+		return postgres.New(db, prefix, pgOpts...)
 	case bundialect.MySQL:
 		return mysql.New(context.Background(), db, prefix)
 	case bundialect.SQLite:

@@ -124,7 +124,8 @@ func (o *Outbox) listen(ctx context.Context, wl dialect.WakeupListener) {
 		},
 	})
 	if err != nil {
-		o.log.Info("no wake-ups from other processes: the driver cannot LISTEN (bun's pgdriver can); their work is found by polling",
+		// The reason says how to turn them on (postgres.WithListener).
+		o.log.Info("wake-ups from other processes are off; their work is found by polling",
 			slog.Duration("poll_interval", o.cfg.Processor.PollInterval), slog.Any("reason", err))
 	}
 }
