@@ -265,7 +265,7 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	for _, q := range b.queues {
 		var h handling.Handler
 		if q.handler != nil {
-			h = q.handler
+			h = q.handler.(handling.Handler) // every processor.Handler is one
 		}
 		own := options(q.opts)
 		cfg.Queues = append(cfg.Queues, engine.QueueConfig{
@@ -292,7 +292,7 @@ func options(opts []processor.QueueOption) []handling.Option {
 	out := make([]handling.Option, 0, len(opts))
 	for _, o := range opts {
 		if o != nil {
-			out = append(out, o)
+			out = append(out, o.(handling.Option)) // every processor.QueueOption is one
 		}
 	}
 	return out

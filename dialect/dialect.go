@@ -3,10 +3,11 @@
 // implementations: dialect/postgres, dialect/mysql (MySQL 8.0.4+ and
 // MariaDB 10.6+) and dialect/sqlite.
 //
-// The interface is not stable before seqbox v1: it may gain methods in any
-// release, so code outside seqbox must not implement it. Import the
-// implementations only to pass them to seqbox, or let seqbox pick one from
-// the *bun.DB it is given.
+// Applications do not use this package directly: it is the contract
+// between seqbox's engine and its dialects (docs/ARCHITECTURE.md, "The
+// public surface"); it may gain methods in any release, code outside
+// seqbox must not implement it, and its API carries no compatibility
+// promise. seqbox picks the dialect from the *bun.DB it is given.
 //
 // No dialect imports a database driver: the application opens the *sql.DB
 // with the driver of its choice and wraps it in a *bun.DB. The one

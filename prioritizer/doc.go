@@ -21,4 +21,9 @@
 // The scheduler is purely in memory and safe for concurrent use. It is a hint
 // layer: losing it (a process restart) only delays work until the partitions
 // are marked again, so it never persists anything.
+//
+// Applications do not use this package directly: it exports only what
+// seqbox's engine wires together (docs/ARCHITECTURE.md, "The public
+// surface"), and its API carries no compatibility promise; it may change
+// in any release.
 package prioritizer

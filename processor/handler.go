@@ -7,12 +7,12 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/internal/handling"
 )
 
-// MessageID is a message's UUIDv7; its String is the canonical UUID text.
-type MessageID = dialect.MessageID
+// MessageID is a message's id (outbox.MessageID).
+type MessageID = outbox.MessageID
 
 // Delivery is one message handed to a handler.
 type Delivery struct {
@@ -63,7 +63,6 @@ func (m Mode) String() string {
 type Handler interface {
 	// Mode reports how the handler runs.
 	Mode() Mode
-	handling.Handler
 	sealed()
 }
 

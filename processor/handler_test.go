@@ -116,7 +116,7 @@ func TestLeasedHandlerRunsEach(t *testing.T) {
 		}
 		return nil
 	})
-	res := h.Bind(nil).Run(context.Background(), &handling.Call{Queue: "q", Messages: []handling.Message{{Seq: 1}, {Seq: 2}, {Seq: 3}}})
+	res := h.(handling.Handler).Bind(nil).Run(context.Background(), &handling.Call{Queue: "q", Messages: []handling.Message{{Seq: 1}, {Seq: 2}, {Seq: 3}}})
 	require.ErrorIs(t, res.Err, boom)
 	require.Equal(t, 1, res.Acked)
 }

@@ -25,9 +25,9 @@ func recordingMiddleware(name string, log *[]string, calls *[]*Call) Middleware 
 func run(h Handler, partition, n int, tx *bun.Tx, opts ...QueueOption) handling.Result {
 	own := make([]handling.Option, len(opts))
 	for i, o := range opts {
-		own[i] = o
+		own[i] = o.(handling.Option)
 	}
-	return h.Bind(own).Run(context.Background(), &handling.Call{Queue: "q", Partition: partition, Tx: tx, Messages: make([]handling.Message, n)})
+	return h.(handling.Handler).Bind(own).Run(context.Background(), &handling.Call{Queue: "q", Partition: partition, Tx: tx, Messages: make([]handling.Message, n)})
 }
 
 var errBoom = errors.New("boom")

@@ -11,22 +11,22 @@ import (
 // default; a negative MaxAttempts means "never".
 const (
 	// BatchSizeDefault is the most messages per handler call.
-	BatchSizeDefault = handling.BatchSizeDefault
+	BatchSizeDefault = 100
 	// BatchSizeMax bounds BatchSize: no leased batch holds more messages
 	// (Purge leaves that many behind a live lease's cursor to its delivery).
-	BatchSizeMax       = handling.BatchSizeMax
-	MaxAttemptsDefault = handling.MaxAttemptsDefault
+	BatchSizeMax       = 10000
+	MaxAttemptsDefault = 10
 	// MaxAttemptsNever: the head is never dead-lettered; the partition waits
 	// until the handler succeeds.
 	MaxAttemptsNever      = -1
-	RetryBaseDefault      = handling.RetryBaseDefault
-	RetryMaxDefault       = handling.RetryMaxDefault
-	LeaseDefault          = handling.LeaseDefault
-	LeaseHeadroomDefault  = handling.LeaseHeadroomDefault
-	HandlerTimeoutDefault = handling.HandlerTimeoutDefault
-	DedupWindowDefault    = handling.DedupWindowDefault
+	RetryBaseDefault      = time.Second
+	RetryMaxDefault       = 5 * time.Minute
+	LeaseDefault          = 30 * time.Second
+	LeaseHeadroomDefault  = 2 * time.Second
+	HandlerTimeoutDefault = 30 * time.Second
+	DedupWindowDefault    = 24 * time.Hour
 	// DedupWindowMax bounds DedupWindow (about ten years).
-	DedupWindowMax = handling.DedupWindowMax
+	DedupWindowMax = 10 * 365 * 24 * time.Hour
 )
 
 // FailurePolicy is what a queue does with a head message that failed
@@ -38,13 +38,13 @@ type FailurePolicy int
 const (
 	// DeadLetter copies the head to dead letters and moves on to the
 	// next message of the partition (the default).
-	DeadLetter FailurePolicy = handling.DeadLetter
+	DeadLetter FailurePolicy = 0
 	// Park stops the partition at its head: nothing behind it is
 	// delivered, by any process, until an operator resumes the partition
 	// (the head is retried now) or skips the head (it is dead-lettered and
 	// the partition moves on). For consumers where a later message must
 	// never overtake an earlier one.
-	Park FailurePolicy = handling.Park
+	Park FailurePolicy = 1
 )
 
 // String names the policy as the CLI and the logs show it.
@@ -65,7 +65,6 @@ func (f FailurePolicy) String() string {
 // configuration error when given on the queue itself; among QueueDefaults
 // it is left out where it does not apply. Only this package implements it.
 type QueueOption interface {
-	handling.Option
 	queueOption()
 }
 

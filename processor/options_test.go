@@ -33,7 +33,7 @@ func TestRejectError(t *testing.T) {
 func resolve(opts ...QueueOption) handling.Options {
 	own := make([]handling.Option, len(opts))
 	for i, o := range opts {
-		own[i] = o
+		own[i] = o.(handling.Option)
 	}
 	return handling.Resolve(nil, own)
 }
@@ -114,7 +114,7 @@ func TestQueueOptionsThatDoNotApply(t *testing.T) {
 	require.Len(t, errs, 1, "%v", fields(errs))
 	require.Contains(t, errs[0].Error(), "Queue(q).BatchSize")
 
-	defaults := []handling.Option{Lease(time.Second, 100*time.Millisecond), HandlerTimeout(time.Second)}
+	defaults := []handling.Option{Lease(time.Second, 100*time.Millisecond).(handling.Option), HandlerTimeout(time.Second).(handling.Option)}
 	o := handling.Resolve(defaults, nil)
 	require.Empty(t, o.Validate("Queue(q)", true, true))
 	require.Empty(t, o.Validate("Queue(q)", true, false))

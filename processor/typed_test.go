@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/seqbox/seqbox/internal/handling"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,7 +33,7 @@ func TestJSONDecodes(t *testing.T) {
 		require.Equal(t, "order.v1", d.PayloadType, "the delivery comes with the value")
 		return nil
 	})
-	require.NoError(t, h.Validate())
+	require.NoError(t, h.(handling.Handler).Validate())
 	b := deliveriesOf(`{"id":1,"total":"9.50"}`, `{"id":2`, `{"id":3}`)
 	err := h.(*handler).leased(context.Background(), b)
 	require.ErrorIs(t, err, ErrRejected)
@@ -83,8 +84,8 @@ func TestJSONBatch(t *testing.T) {
 
 func TestDecodedRefusesNil(t *testing.T) {
 	t.Parallel()
-	require.ErrorIs(t, Decoded[order](nil, func(context.Context, Typed[order]) error { return nil }).Validate(), ErrInvalidHandler)
-	require.ErrorIs(t, JSON[order](nil).Validate(), ErrInvalidHandler)
-	require.ErrorIs(t, JSONBatch[order](nil).Validate(), ErrInvalidHandler)
-	require.ErrorIs(t, JSONTransactional[order](nil).Validate(), ErrInvalidHandler)
+	require.ErrorIs(t, Decoded[order](nil, func(context.Context, Typed[order]) error { return nil }).(handling.Handler).Validate(), ErrInvalidHandler)
+	require.ErrorIs(t, JSON[order](nil).(handling.Handler).Validate(), ErrInvalidHandler)
+	require.ErrorIs(t, JSONBatch[order](nil).(handling.Handler).Validate(), ErrInvalidHandler)
+	require.ErrorIs(t, JSONTransactional[order](nil).(handling.Handler).Validate(), ErrInvalidHandler)
 }

@@ -2,6 +2,11 @@
 // the outgoing table with gap-free per-partition seqs, then wakes that
 // partition's processor. A reconciler scan is the safety net for dirty
 // signals that never arrived (other processes, crashes).
+//
+// Applications do not use this package directly: it exports only what
+// seqbox's engine wires together (docs/ARCHITECTURE.md, "The public
+// surface"), and its API carries no compatibility promise; it may change
+// in any release.
 package sequencer
 
 import (

@@ -5,6 +5,11 @@
 // delete), and never reads what it pruned before. Acks do not touch the
 // row. Sweeps of several processes may overlap safely: deletes are
 // idempotent and pruned_seq only grows.
+//
+// Applications do not use this package directly: it exports only what
+// seqbox's engine wires together (docs/ARCHITECTURE.md, "The public
+// surface"), and its API carries no compatibility promise; it may change
+// in any release.
 package vacuum
 
 import (

@@ -10,8 +10,9 @@ import (
 func testSpec(name string, h processor.Handler, ids []int64, opts ...processor.QueueOption) QueueSpec {
 	own := make([]handling.Option, len(opts))
 	for i, o := range opts {
-		own[i] = o
+		own[i] = o.(handling.Option)
 	}
-	return QueueSpec{Name: name, Runner: h.Bind(own), Transactional: h.Transactional(),
+	hh := h.(handling.Handler)
+	return QueueSpec{Name: name, Runner: hh.Bind(own), Transactional: hh.Transactional(),
 		Options: handling.Resolve(nil, own), PartitionIDs: ids}
 }
