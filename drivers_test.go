@@ -26,6 +26,7 @@ var driverPackages = []string{
 // application may link.
 var driverUsers = []string{
 	"github.com/seqbox/seqbox/cmd/",
+	"github.com/seqbox/seqbox/examples/", // programs that open a database
 	"github.com/seqbox/seqbox/internal/dbtest",
 	"github.com/seqbox/seqbox/internal/conformance",
 	"github.com/seqbox/seqbox/internal/relaytest",
