@@ -424,7 +424,7 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 //
 // conn is usually the caller's transaction (bun.Tx or *sql.Tx): the messages
 // exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatchResult runs
-// its own transaction. A bun.Conn or *sql.Conn is used as is, as if it were
+// its own transaction (READ COMMITTED on MySQL/MariaDB). A bun.Conn or *sql.Conn is used as is, as if it were
 // a transaction the caller owns.
 func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]Enqueued, error) {
 	b, err := o.prepare(queue, msgs, o.extraHeaders(ctx, queue))
@@ -445,7 +445,7 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 	switch c := conn.(type) {
 	case *bun.DB:
 		err = o.withWriter(func() error {
-			return c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
+			return c.RunInTx(ctx, o.d.TxOptions(), func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
 		})
 		if err == nil {
 			o.markCommitted(written)
@@ -673,9 +673,10 @@ func (o *Outbox) write(ctx context.Context, conn bun.IConn, b *batch) ([]dialect
 	return rows, nil
 }
 
-// inSQLTx runs fn in a transaction of db.
+// inSQLTx runs fn in a transaction of db, with the dialect's options (READ
+// COMMITTED on MySQL), as every transaction the outbox opens.
 func (o *Outbox) inSQLTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, conn bun.IConn) error) error {
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, o.d.TxOptions())
 	if err != nil {
 		return err
 	}
@@ -737,8 +738,9 @@ func (c *collector) add(ids []int64) {
 	}
 }
 
-// Transaction runs fn in a transaction on the outbox's database and, once
-// it has committed, wakes the sequencer for every partition fn enqueued to.
+// Transaction runs fn in a transaction on the outbox's database (READ
+// COMMITTED on MySQL/MariaDB, as every outbox transaction) and, once it has
+// committed, wakes the sequencer for every partition fn enqueued to.
 // Enqueue inside fn with the tx it receives. On SQLite the transaction
 // queues on the process's single writer, so do not start another write
 // transaction from inside fn.
@@ -748,7 +750,7 @@ func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, t
 	}
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
-	err := o.withWriter(func() error { return o.d.DB().RunInTx(ctx, nil, fn) })
+	err := o.withWriter(func() error { return o.d.DB().RunInTx(ctx, o.d.TxOptions(), fn) })
 	if err != nil {
 		return err
 	}

@@ -245,6 +245,9 @@ func (c *Core) LockWriter() func() {
 	return c.writer.Unlock
 }
 
+// TxOptions are the options of every outbox transaction.
+func (c *Core) TxOptions() *sql.TxOptions { return c.flavor.TxOptions() }
+
 // RunInTx runs fn in an outbox transaction.
 func (c *Core) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	unlock := c.LockWriter()
