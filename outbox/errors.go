@@ -27,6 +27,14 @@ var (
 	ErrInvalidConfig          = configerr.ErrInvalid
 	ErrStopped                = errors.New("seqbox: outbox stopped")
 	ErrPartitionCountMismatch = dialect.ErrPartitionCountMismatch
+	// ErrWriterHeld: on SQLite (one writer), a write transaction —
+	// Transaction, Enqueue on a *bun.DB or *sql.DB, an admin action — was
+	// started with the context of a transaction of the outbox's that holds
+	// the process's writer (a transactional handler's, Transaction's fn),
+	// so it would wait for itself for ever. Write through the tx given. Not
+	// caught: such a write made with a context that does not come from the
+	// outer one (context.Background(), say), which still deadlocks.
+	ErrWriterHeld = dialect.ErrWriterHeld
 )
 
 // PartitionCountError reports a queue already registered with another

@@ -444,14 +444,14 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 	}
 	switch c := conn.(type) {
 	case *bun.DB:
-		err = o.withWriter(func() error {
+		err = o.withWriter(ctx, func(ctx context.Context) error {
 			return c.RunInTx(ctx, o.d.TxOptions(), func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
 		})
 		if err == nil {
 			o.markCommitted(written)
 		}
 	case *sql.DB:
-		err = o.withWriter(func() error { return o.inSQLTx(ctx, c, write) })
+		err = o.withWriter(ctx, func(ctx context.Context) error { return o.inSQLTx(ctx, c, write) })
 		if err == nil {
 			o.markCommitted(written)
 		}
@@ -471,11 +471,21 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 
 // withWriter runs fn holding the process's single-writer lock (SQLite), and
 // releases it however fn ends, a panic included: a lock left taken would
-// hang every later write of the process.
-func (o *Outbox) withWriter(fn func() error) error {
+// hang every later write of the process. fn's context is marked as holding
+// it, and a chain that holds it already gets ErrWriterHeld: the lock would
+// wait for itself.
+func (o *Outbox) withWriter(ctx context.Context, fn func(ctx context.Context) error) error {
+	if !o.d.Features().Has(dialect.SingleWriter) {
+		return fn(ctx)
+	}
+	if dialect.WriterHeld(ctx, o.d.DB()) {
+		return ErrWriterHeld
+	}
 	unlock := o.d.LockWriter()
 	defer unlock()
-	return fn()
+	ctx, release := dialect.HoldWriter(ctx, o.d.DB())
+	defer release()
+	return fn(ctx)
 }
 
 // isNilConn reports a connection that would panic on first use: a nil
@@ -742,15 +752,17 @@ func (c *collector) add(ids []int64) {
 // COMMITTED on MySQL/MariaDB, as every outbox transaction) and, once it has
 // committed, wakes the sequencer for every partition fn enqueued to.
 // Enqueue inside fn with the tx it receives. On SQLite the transaction
-// queues on the process's single writer, so do not start another write
-// transaction from inside fn.
+// queues on the process's single writer and holds it: another write
+// transaction started inside fn with its ctx (Transaction, Enqueue on a
+// *bun.DB) returns ErrWriterHeld; one started with an unrelated context
+// would wait for ever.
 func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrNilConn)
 	}
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
-	err := o.withWriter(func() error { return o.d.DB().RunInTx(ctx, o.d.TxOptions(), fn) })
+	err := o.withWriter(ctx, func(ctx context.Context) error { return o.d.DB().RunInTx(ctx, o.d.TxOptions(), fn) })
 	if err != nil {
 		return err
 	}
