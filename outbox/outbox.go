@@ -221,8 +221,11 @@ type Outbox struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	cancel   context.CancelFunc
-	done     chan struct{}
-	runErr   error
+	// tasks are the background tasks, and what they start that may outlive
+	// the call that started it; done is closed once all have returned.
+	tasks  errgroup.Group
+	done   chan struct{}
+	runErr error
 }
 
 // EnqueueStore is what enqueueing and registration need from the SQL layer.
@@ -315,7 +318,7 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.cancel = cancel
-	var g errgroup.Group
+	g := &o.tasks
 	if o.notify != nil {
 		g.Go(func() error { o.notify.run(runCtx, o.stopping); return nil })
 	}
