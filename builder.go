@@ -10,6 +10,7 @@
 package seqbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/seqbox/seqbox/dialect/mysql"
 	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/dialect/sqlite"
+	"github.com/seqbox/seqbox/internal/lifecycle"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -191,7 +193,13 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	if b.db == nil {
 		return nil, &outbox.ConfigError{Field: "db", Reason: "nil *bun.DB"}
 	}
-	d, err := Dialect(ctx, b.db, b.prefix)
+	// Some dialects read the server's settings (MySQL's version): a server
+	// still starting is waited for, as in outbox.Start's own steps.
+	var d dialect.Dialect
+	err := lifecycle.Retry(ctx, cmp.Or(b.cfg.Logger, slog.Default()), "connect", lifecycle.IsTransient, func() (err error) {
+		d, err = Dialect(ctx, b.db, b.prefix)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package seqbox_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -11,6 +12,7 @@ import (
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -79,4 +81,35 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 			require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
 		})
 	}
+}
+
+// TestAdminWithMySQLDown: the entry points that work without a pipeline
+// do not wait for the database as Start does; with MySQL/MariaDB
+// unreachable they fail at once, saying so. A proxy that refuses every
+// connection stands for the server.
+func TestAdminWithMySQLDown(t *testing.T) {
+	t.Parallel()
+	target, openAt, ok := dbtest.Server(t, dialect.MySQL)
+	if !ok {
+		t.Skip("SEQBOX_MYSQL_DSN does not reach the server over TCP")
+	}
+	proxy := relaytest.NewProxy(t, target)
+	proxy.Down()
+	db := openAt(proxy.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure bound
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"DeadLetters", func() error { _, err := seqbox.DeadLetters(ctx, db, "app_"); return err }},
+		{"Partitions", func() error { _, err := seqbox.Partitions(ctx, db, "app_"); return err }},
+		{"Stats", func() error { _, err := seqbox.Stats(ctx, db, "app_"); return err }},
+	} {
+		err := c.call()
+		require.Error(t, err, c.name)
+		require.NoError(t, ctx.Err(), "%s waited for the database", c.name)
+		require.ErrorContains(t, err, "seqbox: MySQL/MariaDB unreachable", c.name)
+	}
+	require.Positive(t, proxy.Refused())
 }

@@ -337,22 +337,10 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	return o, nil
 }
 
-// retryTransient runs fn until it succeeds, fails for good, or ctx ends:
-// a process starting while the database restarts or a connection is killed
-// should wait for it, not give up. Backoff 50 ms doubling to 5 s.
+// retryTransient runs fn until it succeeds, fails for good, or ctx ends
+// (lifecycle.Retry, with the dialect's classification).
 func retryTransient(ctx context.Context, d dialect.Base, log *slog.Logger, what string, fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || !d.IsTransient(err) || ctx.Err() != nil {
-			return err
-		}
-		delay := lifecycle.Backoff(attempt, 50*time.Millisecond, 5*time.Second)
-		log.Warn("transient database error; retrying", slog.String("step", what), slog.Int("attempt", attempt),
-			slog.Duration("retry_in", delay), slog.Any("error", err))
-		if !lifecycle.Sleep(ctx, delay) {
-			return err
-		}
-	}
+	return lifecycle.Retry(ctx, log, what, d.IsTransient, fn)
 }
 
 // Stop stops taking new work and waits for in-flight batches to finish.

@@ -62,5 +62,6 @@ func Cases() []Case {
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 		{"FailedStartRegistersNothing", testFailedStartRegistersNothing},
+		{"StartWaitsForDatabase", testStartWaitsForDatabase},
 	}
 }

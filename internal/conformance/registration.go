@@ -1,11 +1,17 @@
 package conformance
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/relaytest"
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // testRegistrationIdempotent: starting twice with the same queues reuses
@@ -87,4 +93,39 @@ func testFailedStartRegistersNothing(e *Env) {
 	require.Equal(e.T, before, e.Counts(), "the failed Start left rows behind")
 	e.Start(e.Builder().Queue("a", 5, nil).Queue("b", 8, nil))
 	require.Equal(e.T, 13, e.Count("partitions"))
+}
+
+// testStartWaitsForDatabase: Start retries transient errors until its
+// context ends ("The SQL layer"), its first contact with the server
+// included, so a process started while the database is down or restarting
+// waits for it. A proxy refuses connections until Start has been refused
+// once, then lets them through.
+func testStartWaitsForDatabase(e *Env) {
+	target, openAt, ok := dbtest.Server(e.T, e.D.Name())
+	if !ok {
+		e.T.Skipf("%s is not reached over TCP: no server to wait for", e.D.Name())
+	}
+	proxy := relaytest.NewProxy(e.T, target)
+	proxy.Down()
+	db := openAt(proxy.Addr())
+	before := proxy.Refused() // bun's MySQL dialect tries once when opened
+	type started struct {
+		ob  *outbox.Outbox
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		ob, err := seqbox.New(db).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).Queue("wait", 2, nil).Start(e.Ctx)
+		done <- started{ob, err}
+	}()
+	e.Eventually("Start to be refused", func() bool { return proxy.Refused() > before })
+	proxy.Up()
+	r := <-done
+	require.NoError(e.T, r.err, "Start gave up while the database was unreachable")
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.ob.Stop(ctx)
+	})
+	require.Len(e.T, r.ob.PartitionIDs("wait"), 2)
 }
