@@ -415,8 +415,8 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 //
 // conn is usually the caller's transaction (bun.Tx or *sql.Tx): the messages
 // exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatchResult runs
-// its own transaction (READ COMMITTED on MySQL/MariaDB). A bun.Conn or *sql.Conn is used as is, as if it were
-// a transaction the caller owns.
+// its own transaction (READ COMMITTED on MySQL/MariaDB). A bun.Conn or
+// *sql.Conn is used as is, as if it were a transaction the caller owns.
 func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []Message) ([]Enqueued, error) {
 	b, err := o.prepare(queue, msgs, o.extraHeaders(ctx, queue))
 	if err != nil {
