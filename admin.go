@@ -26,9 +26,10 @@ type Admin struct {
 }
 
 // NewAdmin returns the Admin of the seqbox tables with prefix ("" for
-// DefaultPrefix) on db. It touches the database only when used.
-func NewAdmin(db *bun.DB, prefix string) (*Admin, error) {
-	d, err := openDialect(db, prefix, nil)
+// DefaultPrefix) on db. On MySQL/MariaDB it reads the server's version
+// first, and fails at once, saying so, when the server is unreachable.
+func NewAdmin(ctx context.Context, db *bun.DB, prefix string) (*Admin, error) {
+	d, err := openDialect(ctx, db, prefix, nil)
 	if err != nil {
 		return nil, err
 	}

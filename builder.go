@@ -15,6 +15,7 @@
 package seqbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ import (
 	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/internal/handling"
+	"github.com/seqbox/seqbox/internal/lifecycle"
 	"github.com/seqbox/seqbox/processor"
 	"github.com/seqbox/seqbox/sequencer"
 	"github.com/seqbox/seqbox/vacuum"
@@ -256,7 +258,13 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	if len(b.pgOpts) > 0 && b.db.Dialect().Name() != bundialect.PG {
 		errs = append(errs, configerr.New("PostgresOptions", "the database is %s, not PostgreSQL", b.db.Dialect().Name()))
 	}
-	d, err := openDialect(b.db, b.prefix, b.pgOpts)
+	// Some dialects read the server's settings (MySQL's version): a server
+	// still starting is waited for, as Start's later steps are.
+	var d dialect.Dialect
+	err := lifecycle.Retry(ctx, cmp.Or(b.cfg.Logger, slog.Default()), "connect", lifecycle.IsTransient, func() (err error) {
+		d, err = openDialect(ctx, b.db, b.prefix, b.pgOpts)
+		return err
+	})
 	if err != nil {
 		return nil, errors.Join(append(errs, err)...)
 	}
@@ -299,6 +307,6 @@ func options(opts []processor.QueueOption) []handling.Option {
 }
 
 // openDialect picks the seqbox dialect for db's bun dialect.
-func openDialect(db *bun.DB, prefix string, pgOpts []postgres.Option) (dialect.Dialect, error) {
-	return dialects.Open(db, prefix, pgOpts...)
+func openDialect(ctx context.Context, db *bun.DB, prefix string, pgOpts []postgres.Option) (dialect.Dialect, error) {
+	return dialects.Open(ctx, db, prefix, pgOpts...)
 }

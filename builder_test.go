@@ -17,6 +17,7 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -31,7 +32,7 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	require.NoError(t, err)
 	var n int
 	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_schema_version")).Scan(ctx, &n))
-	adm, err := seqbox.NewAdmin(db, "app_")
+	adm, err := seqbox.NewAdmin(context.Background(), db, "app_")
 	require.NoError(t, err)
 	st, err := adm.SchemaStatus(ctx)
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func TestPostgresWithoutListenerSaysSo(t *testing.T) {
 	ctx := t.Context()
 	db := dbtest.Postgres(t)
 	prefix := dbtest.Prefix(t)
-	d, err := dialects.Open(db, prefix)
+	d, err := dialects.Open(context.Background(), db, prefix)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
 	var logs lockedBuffer
@@ -115,4 +116,33 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestAdminWithMySQLDown: the entry points that work without a pipeline
+// do not wait for the database as Start does; with MySQL/MariaDB
+// unreachable they fail at once, saying so. A proxy that refuses every
+// connection stands for the server.
+func TestAdminWithMySQLDown(t *testing.T) {
+	t.Parallel()
+	target, openAt, ok := dbtest.Server(t, dialect.MySQL)
+	if !ok {
+		t.Skip("SEQBOX_MYSQL_DSN does not reach the server over TCP")
+	}
+	proxy := relaytest.NewProxy(t, target)
+	proxy.Down()
+	db := openAt(proxy.Addr())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a failure bound
+	defer cancel()
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"NewAdmin", func() error { _, err := seqbox.NewAdmin(ctx, db, "app_"); return err }},
+	} {
+		err := c.call()
+		require.Error(t, err, c.name)
+		require.NoError(t, ctx.Err(), "%s waited for the database", c.name)
+		require.ErrorContains(t, err, "seqbox: MySQL/MariaDB unreachable", c.name)
+	}
+	require.Positive(t, proxy.Refused())
 }

@@ -23,6 +23,7 @@ var (
 	ErrInvalidDedupKey     = outbox.ErrInvalidDedupKey
 	ErrUnencodable         = outbox.ErrUnencodable
 	ErrNilConn             = outbox.ErrNilConn
+	ErrWriterHeld          = outbox.ErrWriterHeld
 	// ErrStopped: the outbox was stopped and enqueues no more.
 	ErrStopped = outbox.ErrStopped
 	// ErrInvalidMessageID: ParseMessageID was given something else.

@@ -19,6 +19,7 @@ package dialect
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -329,6 +330,10 @@ type Base interface {
 	// RunInTx runs fn in one of the outbox's own transactions: READ
 	// COMMITTED on MySQL, through the single writer on SQLite.
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
+	// TxOptions are the options of the outbox's transactions (READ
+	// COMMITTED on MySQL), for those it runs on a database the application
+	// hands it: nil when the connections' defaults already are right.
+	TxOptions() *sql.TxOptions
 	// LockWriter takes this process's single-writer lock on databases with
 	// the SingleWriter feature and returns its release; elsewhere a no-op.
 	// Every write transaction of the process queues on it in turn, which is

@@ -25,6 +25,14 @@ var (
 	ErrInvalidConfig = errors.New("seqbox: invalid configuration")
 	// ErrStopped: the outbox was stopped; it enqueues no more.
 	ErrStopped = errors.New("seqbox: outbox stopped")
+	// ErrWriterHeld: on SQLite (one writer), a write transaction —
+	// Transaction, Enqueue on a *bun.DB or *sql.DB, an admin action — was
+	// started with the context of a transaction of the outbox's that holds
+	// the process's writer (a transactional handler's, Transaction's fn),
+	// so it would wait for itself for ever. Write through the tx given. Not
+	// caught: such a write made with a context that does not come from the
+	// outer one (context.Background(), say), which still deadlocks.
+	ErrWriterHeld = errors.New("seqbox: this call chain already holds the database's single writer: write through the tx you were given")
 )
 
 // ErrSchemaMissing: Start found the prefix's tables absent (or older than

@@ -107,6 +107,9 @@ func LeasedBatch(fn func(ctx context.Context, b *Batch) error) Handler {
 
 // Transactional handles one message at a time inside the ack transaction.
 // An error rolls back the whole batch, the handler's writes included.
+// Write through tx: on SQLite, which has one writer, a write transaction
+// started with ctx (Outbox.Transaction, Enqueue on the database) returns
+// outbox.ErrWriterHeld instead of waiting for the writer tx holds.
 func Transactional(fn func(ctx context.Context, tx bun.Tx, d Delivery) error) Handler {
 	if fn == nil {
 		return &handler{mode: ModeTransactional}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/sqlcore"
+	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
 //go:embed migration/*.sql
@@ -35,12 +36,14 @@ type Dialect struct {
 var _ dialect.Dialect = (*Dialect)(nil)
 
 // New checks the server version and reads max_allowed_packet, which bounds
-// the size of one statement (bun sends values inline, bytes as hex).
+// the size of one statement (bun sends values inline, bytes as hex). If the
+// server cannot be reached it fails at once; seqbox's Builder.Start calls
+// it again until its context ends.
 func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	var version string
 	var packet int64
 	if err := db.NewRaw("SELECT VERSION(), @@max_allowed_packet").Scan(ctx, &version, &packet); err != nil {
-		return nil, dialect.Wrap(err, "read MySQL version")
+		return nil, readErr(err, "reading its version")
 	}
 	mariaDB, err := checkVersion(version)
 	if err != nil {
@@ -59,7 +62,7 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	}
 	var isolation string
 	if err := db.NewRaw("SELECT "+variable).Scan(ctx, &isolation); err != nil {
-		return nil, dialect.Wrap(err, "read MySQL isolation level")
+		return nil, readErr(err, "reading its isolation level")
 	}
 	// Leave room for the statement text around the hex-encoded values.
 	maxStatement := int(packet) - 64<<10
@@ -76,6 +79,16 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 		return nil, err
 	}
 	return &Dialect{Core: core}, nil
+}
+
+// readErr is a failed read of the server's settings in New. A server that
+// cannot be reached says so, and is marked transient: Start waits for it
+// (a server still starting), the admin entry points fail at once.
+func readErr(err error, doing string) error {
+	if (flavor{}).IsDisconnect(err) {
+		return lifecycle.Transient(dialect.Wrap(err, "MySQL/MariaDB unreachable ("+doing+")"))
+	}
+	return dialect.Wrap(err, "MySQL/MariaDB: "+doing)
 }
 
 // SchemaStatements renders the embedded schema for prefix without a

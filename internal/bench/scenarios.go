@@ -92,7 +92,7 @@ func (b *bencher) builder(prefix string, partitions int, h processor.Handler) *s
 // knobs reports the settings the runs use: the builder's defaults, with the
 // single-writer adjustment outbox.Start makes on SQLite.
 func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
-	d, err := dialects.Open(b.db, "bench_")
+	d, err := dialects.Open(context.Background(), b.db, "bench_")
 	if err != nil {
 		return Knobs{}, fmt.Errorf("bench: dialect: %w", err)
 	}
@@ -129,7 +129,7 @@ type run struct {
 // created; otherwise the caller must call cleanup.
 func (b *bencher) start(ctx context.Context, partitions int, h processor.Handler, producerOnly bool) (*run, error) {
 	prefix := newPrefix()
-	d, err := dialects.Open(b.db, prefix)
+	d, err := dialects.Open(context.Background(), b.db, prefix)
 	if err != nil {
 		return nil, fmt.Errorf("bench: dialect: %w", err)
 	}
@@ -482,7 +482,7 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producer
 // not two locking strategies.
 func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
 	prefix := newPrefix()
-	d, err := dialects.Open(b.db, prefix)
+	d, err := dialects.Open(context.Background(), b.db, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("bench: dialect: %w", err)
 	}

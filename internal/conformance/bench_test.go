@@ -100,7 +100,7 @@ func BenchmarkEnqueueBatch(b *testing.B) {
 func benchOutbox(b *testing.B, db *bun.DB, build func(*seqbox.Builder) *seqbox.Builder) (*Outbox, string, dialect.Dialect) {
 	ctx := context.Background()
 	prefix := dbtest.Prefix(b)
-	d, err := dialects.Open(db, prefix)
+	d, err := dialects.Open(context.Background(), db, prefix)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func BenchmarkDrain(b *testing.B) {
 			var total time.Duration
 			for range b.N {
 				prefix := dbtest.Prefix(b)
-				d, err := dialects.Open(db, prefix)
+				d, err := dialects.Open(context.Background(), db, prefix)
 				if err != nil {
 					b.Fatal(err)
 				}

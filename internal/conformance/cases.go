@@ -33,6 +33,7 @@ func Cases() []Case {
 		{"DedupKeys", testDedupKeys}, // 1, 6
 		{"DedupRace", testDedupRace},
 		{"EnqueueHeadersHook", testEnqueueHeadersHook},
+		{"NestedWrites", testNestedWrites},
 		{"PurgeLeased", testPurgeLeased},
 		{"PurgeTransactional", testPurgeTransactional},
 		{"PurgeRacesLease", testPurgeRacesLease},
@@ -63,5 +64,6 @@ func Cases() []Case {
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 		{"FailedStartRegistersNothing", testFailedStartRegistersNothing},
 		{"StartWithoutSchema", testStartWithoutSchema},
+		{"StartWaitsForDatabase", testStartWaitsForDatabase},
 	}
 }

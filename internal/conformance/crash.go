@@ -197,7 +197,7 @@ func runCrashWorker(t *testing.T) {
 	}(os.Getppid())
 	db := openCrashWorkerDB(t)
 	prefix, role := os.Getenv(crashPrefixEnv), os.Getenv(crashRoleEnv)
-	d, err := dialects.Open(db, prefix)
+	d, err := dialects.Open(context.Background(), db, prefix)
 	require.NoError(t, err)
 	e := &Env{T: t, Ctx: ctx, DB: db, Prefix: prefix, D: d}
 	ob, err := StartOutbox(ctx, ledgerQueues(e.Builder(), db, prefix, role != "producer"))

@@ -56,7 +56,7 @@ func NewEnv(t *testing.T, db *bun.DB) *Env {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a failure bound: the torture under -race on a busy 2-core host took over 3
 	t.Cleanup(cancel)
 	prefix := dbtest.Prefix(t)
-	d, err := dialects.Open(db, prefix)
+	d, err := dialects.Open(context.Background(), db, prefix)
 	require.NoError(t, err)
 	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	t.Cleanup(func() {

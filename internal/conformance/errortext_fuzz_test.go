@@ -48,7 +48,7 @@ func FuzzErrorTextStored(f *testing.F) {
 
 func newErrorTextTarget(ctx context.Context, f *testing.F, name string, db *bun.DB) errorTextTarget {
 	prefix := dbtest.Prefix(f)
-	d, err := dialects.Open(db, prefix)
+	d, err := dialects.Open(context.Background(), db, prefix)
 	require.NoError(f, err)
 	require.NoError(f, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	f.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })

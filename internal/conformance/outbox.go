@@ -64,7 +64,7 @@ func (o *Outbox) EnqueueResult(ctx context.Context, conn bun.IConn, queue string
 
 // partitionsAdmin is the partition actions of e's tables, without an outbox.
 func partitionsAdmin(e *Env) (*seqbox.Partitions, error) {
-	a, err := seqbox.NewAdmin(e.DB, e.Prefix)
+	a, err := seqbox.NewAdmin(context.Background(), e.DB, e.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +73,7 @@ func partitionsAdmin(e *Env) (*seqbox.Partitions, error) {
 
 // deadLettersAdmin is the dead-letter actions of e's tables, without an outbox.
 func deadLettersAdmin(e *Env) (*seqbox.DeadLetters, error) {
-	a, err := seqbox.NewAdmin(e.DB, e.Prefix)
+	a, err := seqbox.NewAdmin(context.Background(), e.DB, e.Prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package conformance
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -99,7 +101,7 @@ func testFailedStartRegistersNothing(e *Env) {
 // passing on the driver's "no such table", and creates nothing.
 func testStartWithoutSchema(e *Env) {
 	prefix := dbtest.Prefix(e.T) // a prefix of its own: the env's is migrated
-	d, err := dialects.Open(e.DB, prefix)
+	d, err := dialects.Open(context.Background(), e.DB, prefix)
 	require.NoError(e.T, err)
 	e.T.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
 
@@ -117,4 +119,39 @@ func testStartWithoutSchema(e *Env) {
 	ob, err := seqbox.New(e.DB).TablePrefix(prefix).Logger(e.Logger()).Queue("orders", 4, nil).Start(e.Ctx)
 	require.NoError(e.T, err)
 	require.NoError(e.T, ob.Stop(e.Ctx))
+}
+
+// testStartWaitsForDatabase: Start retries transient errors until its
+// context ends ("The SQL layer"), its first contact with the server
+// included, so a process started while the database is down or restarting
+// waits for it. A proxy refuses connections until Start has been refused
+// once, then lets them through.
+func testStartWaitsForDatabase(e *Env) {
+	target, openAt, ok := dbtest.Server(e.T, e.D.Name())
+	if !ok {
+		e.T.Skipf("%s is not reached over TCP: no server to wait for", e.D.Name())
+	}
+	proxy := relaytest.NewProxy(e.T, target)
+	proxy.Down()
+	db := openAt(proxy.Addr())
+	before := proxy.Refused() // bun's MySQL dialect tries once when opened
+	type started struct {
+		ob  *Outbox
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		ob, err := StartOutbox(e.Ctx, seqbox.New(db).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).Queue("wait", 2, nil))
+		done <- started{ob, err}
+	}()
+	e.Eventually("Start to be refused", func() bool { return proxy.Refused() > before })
+	proxy.Up()
+	r := <-done
+	require.NoError(e.T, r.err, "Start gave up while the database was unreachable")
+	e.T.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.ob.Stop(ctx)
+	})
+	require.Len(e.T, r.ob.PartitionIDs("wait"), 2)
 }

@@ -6,18 +6,21 @@
 package dbtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql" // driver for the MySQL tests
+	"github.com/go-sql-driver/mysql" // also the driver of the MySQL tests
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/dialect/mysqldialect"
 	"github.com/uptrace/bun/dialect/pgdialect"
@@ -25,6 +28,7 @@ import (
 	"github.com/uptrace/bun/driver/pgdriver"
 	"github.com/uptrace/bun/driver/sqliteshim"
 
+	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/sqlite"
 )
 
@@ -78,6 +82,57 @@ func MySQL(t testing.TB) *bun.DB {
 	return finish(t, "MariaDB/MySQL", "SEQBOX_MYSQL_DSN", sqldb, func() *bun.DB {
 		return bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC")))
 	})
+}
+
+// Server returns the address ("host:port") of the server of a test
+// database, and opens that database at another address instead: a test's
+// TCP proxy, which can refuse connections while the shared server stays up.
+// The database opened is not pinged, and is closed at cleanup. ok is false
+// for SQLite, which has no server, and for a server reached otherwise than
+// by TCP.
+func Server(t testing.TB, name dialect.Name) (addr string, openAt func(addr string) *bun.DB, ok bool) {
+	switch name {
+	case dialect.Postgres:
+		u, err := url.Parse(PostgresDSN())
+		if err != nil {
+			t.Fatalf("SEQBOX_PG_DSN: %v", err)
+		}
+		addr = net.JoinHostPort(u.Hostname(), cmp.Or(u.Port(), "5432"))
+		return addr, func(at string) *bun.DB {
+			v := *u
+			v.Host = at
+			dsn := v.String()
+			if !strings.Contains(dsn, "read_timeout") {
+				dsn += sep(dsn) + "read_timeout=60s"
+			}
+			sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn)))
+			return closed(t, bun.NewDB(sqldb, pgdialect.New()))
+		}, true
+	case dialect.MySQL:
+		cfg, err := mysql.ParseDSN(MySQLDSN())
+		if err != nil {
+			t.Fatalf("SEQBOX_MYSQL_DSN: %v", err)
+		}
+		if cfg.Net != "tcp" {
+			return "", nil, false
+		}
+		return cfg.Addr, func(at string) *bun.DB {
+			c := cfg.Clone()
+			c.Addr = at
+			sqldb, err := sql.Open("mysql", c.FormatDSN())
+			if err != nil {
+				t.Fatalf("open mysql: %v", err)
+			}
+			return closed(t, bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC"))))
+		}, true
+	default:
+		return "", nil, false
+	}
+}
+
+func closed(t testing.TB, db *bun.DB) *bun.DB {
+	t.Cleanup(func() { _ = db.Close() })
+	return db
 }
 
 // SQLite opens a fresh database file in the test's temporary directory.

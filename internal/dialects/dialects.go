@@ -20,7 +20,7 @@ const DefaultPrefix = dialect.DefaultPrefix
 
 // Open returns the dialect for db's bun dialect and a table prefix ("" is
 // DefaultPrefix). Errors are *outbox.ConfigError.
-func Open(db *bun.DB, prefix string, pgOpts ...postgres.Option) (dialect.Dialect, error) {
+func Open(ctx context.Context, db *bun.DB, prefix string, pgOpts ...postgres.Option) (dialect.Dialect, error) {
 	if db == nil {
 		return nil, configerr.New("New", "nil *bun.DB")
 	}
@@ -36,7 +36,7 @@ func Open(db *bun.DB, prefix string, pgOpts ...postgres.Option) (dialect.Dialect
 	case bundialect.PG:
 		return postgres.New(db, prefix, pgOpts...)
 	case bundialect.MySQL:
-		return mysql.New(context.Background(), db, prefix)
+		return mysql.New(ctx, db, prefix)
 	case bundialect.SQLite:
 		return sqlite.New(db, prefix)
 	default:

@@ -171,8 +171,11 @@ type Outbox struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 	cancel   context.CancelFunc
-	done     chan struct{}
-	runErr   error
+	// tasks are the background tasks, and what they start that may outlive
+	// the call that started it; done is closed once all have returned.
+	tasks  errgroup.Group
+	done   chan struct{}
+	runErr error
 }
 
 // A dialect serves every stage.
@@ -242,7 +245,7 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.cancel = cancel
-	var g errgroup.Group
+	g := &o.tasks
 	if o.notify != nil {
 		g.Go(func() error { o.notify.run(runCtx, o.stopping); return nil })
 	}
@@ -283,22 +286,10 @@ func schemaMissing(ctx context.Context, d dialect.Dialect, err error) error {
 		"or apply seqbox.Migrations(%q) with bun/migrate (%w)", outbox.ErrSchemaMissing, found, flag, prefix, err)
 }
 
-// retryTransient runs fn until it succeeds, fails for good, or ctx ends:
-// a process starting while the database restarts or a connection is killed
-// should wait for it, not give up. Backoff 50 ms doubling to 5 s.
+// retryTransient runs fn until it succeeds, fails for good, or ctx ends
+// (lifecycle.Retry, with the dialect's classification).
 func retryTransient(ctx context.Context, d dialect.Base, log *slog.Logger, what string, fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || !d.IsTransient(err) || ctx.Err() != nil {
-			return err
-		}
-		delay := lifecycle.Backoff(attempt, 50*time.Millisecond, 5*time.Second)
-		log.Warn("transient database error; retrying", slog.String("step", what), slog.Int("attempt", attempt),
-			slog.Duration("retry_in", delay), slog.Any("error", err))
-		if !lifecycle.Sleep(ctx, delay) {
-			return err
-		}
-	}
+	return lifecycle.Retry(ctx, log, what, d.IsTransient, fn)
 }
 
 // Stop stops taking new work and waits for in-flight batches to finish.
@@ -362,8 +353,8 @@ func (o *Outbox) EnqueueBatch(ctx context.Context, conn bun.IConn, queue string,
 //
 // conn is usually the caller's transaction (bun.Tx or *sql.Tx): the messages
 // exist iff it commits. Given a *bun.DB or *sql.DB, EnqueueBatchResult runs
-// its own transaction. A bun.Conn or *sql.Conn is used as is, as if it were
-// a transaction the caller owns.
+// its own transaction (READ COMMITTED on MySQL/MariaDB). A bun.Conn or
+// *sql.Conn is used as is, as if it were a transaction the caller owns.
 func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue string, msgs []outbox.Message) ([]outbox.Enqueued, error) {
 	b, err := o.prepare(queue, msgs, o.extraHeaders(ctx, queue))
 	if err != nil {
@@ -382,14 +373,14 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 	}
 	switch c := conn.(type) {
 	case *bun.DB:
-		err = o.withWriter(func() error {
-			return c.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
+		err = o.withWriter(ctx, func(ctx context.Context) error {
+			return c.RunInTx(ctx, o.d.TxOptions(), func(ctx context.Context, tx bun.Tx) error { return write(ctx, tx) })
 		})
 		if err == nil {
 			o.markCommitted(written)
 		}
 	case *sql.DB:
-		err = o.withWriter(func() error { return o.inSQLTx(ctx, c, write) })
+		err = o.withWriter(ctx, func(ctx context.Context) error { return o.inSQLTx(ctx, c, write) })
 		if err == nil {
 			o.markCommitted(written)
 		}
@@ -409,11 +400,21 @@ func (o *Outbox) EnqueueBatchResult(ctx context.Context, conn bun.IConn, queue s
 
 // withWriter runs fn holding the process's single-writer lock (SQLite), and
 // releases it however fn ends, a panic included: a lock left taken would
-// hang every later write of the process.
-func (o *Outbox) withWriter(fn func() error) error {
+// hang every later write of the process. fn's context is marked as holding
+// it, and a chain that holds it already gets ErrWriterHeld: the lock would
+// wait for itself.
+func (o *Outbox) withWriter(ctx context.Context, fn func(ctx context.Context) error) error {
+	if !o.d.Features().Has(dialect.SingleWriter) {
+		return fn(ctx)
+	}
+	if dialect.WriterHeld(ctx, o.d.DB()) {
+		return outbox.ErrWriterHeld
+	}
 	unlock := o.d.LockWriter()
 	defer unlock()
-	return fn()
+	ctx, release := dialect.HoldWriter(ctx, o.d.DB())
+	defer release()
+	return fn(ctx)
 }
 
 // isNilConn reports a connection that would panic on first use: a nil
@@ -611,9 +612,10 @@ func (o *Outbox) write(ctx context.Context, conn bun.IConn, b *batch) ([]dialect
 	return rows, nil
 }
 
-// inSQLTx runs fn in a transaction of db.
+// inSQLTx runs fn in a transaction of db, with the dialect's options (READ
+// COMMITTED on MySQL), as every transaction the outbox opens.
 func (o *Outbox) inSQLTx(ctx context.Context, db *sql.DB, fn func(ctx context.Context, conn bun.IConn) error) error {
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, o.d.TxOptions())
 	if err != nil {
 		return err
 	}
@@ -675,18 +677,21 @@ func (c *collector) add(ids []int64) {
 	}
 }
 
-// Transaction runs fn in a transaction on the outbox's database and, once
-// it has committed, wakes the sequencer for every partition fn enqueued to.
+// Transaction runs fn in a transaction on the outbox's database (READ
+// COMMITTED on MySQL/MariaDB, as every outbox transaction) and, once it has
+// committed, wakes the sequencer for every partition fn enqueued to.
 // Enqueue inside fn with the tx it receives. On SQLite the transaction
-// queues on the process's single writer, so do not start another write
-// transaction from inside fn.
+// queues on the process's single writer and holds it: another write
+// transaction started inside fn with its ctx (Transaction, Enqueue on a
+// *bun.DB) returns ErrWriterHeld; one started with an unrelated context
+// would wait for ever.
 func (o *Outbox) Transaction(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", outbox.ErrNilConn)
 	}
 	col := &collector{ids: make(map[int64]struct{})}
 	ctx = context.WithValue(ctx, txKey{o}, col)
-	err := o.withWriter(func() error { return o.d.DB().RunInTx(ctx, nil, fn) })
+	err := o.withWriter(ctx, func(ctx context.Context) error { return o.d.DB().RunInTx(ctx, o.d.TxOptions(), fn) })
 	if err != nil {
 		return err
 	}

@@ -130,11 +130,15 @@ func (o *Outbox) listen(ctx context.Context, wl dialect.WakeupListener) {
 	}
 }
 
-// reconcileAsync scans for incoming rows now, without blocking the listener.
+// reconcileAsync scans for incoming rows now, without blocking the
+// listener. The scan is one of the tasks, so Stopped waits for it; ctx ends
+// with the listener, at Stop. Only the listener's callbacks call it, while
+// the listener task runs, so the group is never joined after its Wait.
 func (o *Outbox) reconcileAsync(ctx context.Context) {
-	go func() {
+	o.tasks.Go(func() error {
 		if err := o.seq.Reconcile(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("reconcile after a wake-up gap failed; the periodic scan will retry", slog.Any("error", err))
 		}
-	}()
+		return nil
+	})
 }

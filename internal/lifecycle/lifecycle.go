@@ -4,6 +4,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -80,6 +81,40 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// Retry runs fn until it succeeds, fails for good (transient says no), or
+// ctx ends: a process starting while the database restarts or a connection
+// is killed should wait for it, not give up. Backoff 50 ms doubling to 5 s.
+func Retry(ctx context.Context, log *slog.Logger, what string, transient func(error) bool, fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		delay := Backoff(attempt, 50*time.Millisecond, 5*time.Second)
+		log.Warn("transient database error; retrying", slog.String("step", what), slog.Int("attempt", attempt),
+			slog.Duration("retry_in", delay), slog.Any("error", err))
+		if !Sleep(ctx, delay) {
+			return err
+		}
+	}
+}
+
+// Transient marks err as one a later attempt may not meet (the database
+// unreachable), where no dialect exists yet to classify it: the dialect
+// constructors that query the server mark their errors so.
+func Transient(err error) error { return &transientError{err} }
+
+// IsTransient reports an error marked by Transient.
+func IsTransient(err error) bool {
+	var t *transientError
+	return errors.As(err, &t)
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
 
 // LogPanic logs a recovered panic with its stack.
 func LogPanic(log *slog.Logger, msg string, err error, attrs ...any) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"testing"
@@ -151,4 +152,42 @@ func TestSleep(t *testing.T) {
 	start := time.Now()
 	require.False(t, lifecycle.Sleep(ctx, time.Hour))
 	require.Less(t, time.Since(start), time.Minute, "returns when ctx ends, not after d")
+}
+
+func TestTransientMark(t *testing.T) {
+	t.Parallel()
+	cause := errors.New("connection refused")
+	marked := fmt.Errorf("start: %w", lifecycle.Transient(cause))
+	require.True(t, lifecycle.IsTransient(marked), "found through wrapping")
+	require.ErrorIs(t, marked, cause, "the cause is kept")
+	require.Equal(t, "start: connection refused", marked.Error(), "the text is the cause's")
+	require.False(t, lifecycle.IsTransient(cause))
+	require.False(t, lifecycle.IsTransient(nil))
+}
+
+func TestRetry(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	calls := 0
+	err := lifecycle.Retry(t.Context(), log, "test", lifecycle.IsTransient, func() error {
+		if calls++; calls < 3 {
+			return lifecycle.Transient(errors.New("down"))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, calls, "retried until it succeeded")
+
+	final := errors.New("bad")
+	calls = 0
+	err = lifecycle.Retry(t.Context(), log, "test", lifecycle.IsTransient, func() error { calls++; return final })
+	require.ErrorIs(t, err, final)
+	require.Equal(t, 1, calls, "a lasting error is not retried")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	calls = 0
+	err = lifecycle.Retry(ctx, log, "test", lifecycle.IsTransient, func() error { calls++; return lifecycle.Transient(final) })
+	require.ErrorIs(t, err, final)
+	require.Equal(t, 1, calls, "no retry once ctx has ended")
 }

@@ -113,9 +113,10 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	down    bool
+	refused int
+	conns   map[net.Conn]struct{}
 }
 
 // NewProxy listens on a free local port for target ("host:port"); it
@@ -142,6 +143,7 @@ func (p *Proxy) serve() {
 		}
 		p.mu.Lock()
 		if p.down {
+			p.refused++
 			p.mu.Unlock()
 			_ = c.Close()
 			continue
@@ -174,6 +176,14 @@ func (p *Proxy) Down() {
 		_ = c.Close()
 		delete(p.conns, c)
 	}
+}
+
+// Refused counts the connections closed at once because the proxy was
+// down: a test that must see a client try while it is down waits for it.
+func (p *Proxy) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
 }
 
 // Up accepts connections again.

@@ -102,7 +102,7 @@ func runMigrate(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.stderr, "seqbox migrate: %v\n", err)
 		return ExitFailure
 	}
-	d, err := dialects.Open(db, c.prefix)
+	d, err := dialects.Open(ctx, db, c.prefix)
 	if err != nil {
 		return fail(err)
 	}
@@ -269,7 +269,7 @@ func partitionState(p outbox.PartitionStats) string {
 
 // stats reads every partition's state without a running outbox.
 func stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {
-	adm, err := seqbox.NewAdmin(db, prefix)
+	adm, err := seqbox.NewAdmin(ctx, db, prefix)
 	if err != nil {
 		return nil, err
 	}

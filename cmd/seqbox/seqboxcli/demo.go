@@ -375,7 +375,7 @@ func (t *tour) run(ctx context.Context) int {
 		"   share a partition share its seqs (alice and dave, partition %d): one line, one order.\n",
 		outbox.PartitionForKey("alice", tourPartitions))
 	problems := t.perKey(events)
-	adm, err := seqbox.NewAdmin(db, prefix)
+	adm, err := seqbox.NewAdmin(ctx, db, prefix)
 	if err != nil {
 		return t.failf("%v", err)
 	}
@@ -658,7 +658,7 @@ func (d *demo) run(ctx context.Context) (code int) {
 }
 
 func dropTables(ctx context.Context, db *bun.DB, prefix string) error {
-	dl, err := dialects.Open(db, prefix)
+	dl, err := dialects.Open(ctx, db, prefix)
 	if err != nil {
 		return err
 	}

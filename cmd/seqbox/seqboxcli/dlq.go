@@ -142,7 +142,7 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(db, c.prefix)
+	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
 	if err != nil {
 		return usageErr("%v", err)
 	}

@@ -41,7 +41,7 @@ func cliDB(ctx context.Context, t *testing.T, dsn string) (*bun.DB, string) {
 	t.Cleanup(func() { _ = db.Close() })
 	prefix := dbtest.Prefix(t)
 	t.Cleanup(func() {
-		if d, err := dialects.Open(db, prefix); err == nil {
+		if d, err := dialects.Open(ctx, db, prefix); err == nil {
 			_ = d.SchemaDrop(context.Background(), nil)
 		}
 	})

@@ -97,7 +97,7 @@ func runPartitions(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(db, c.prefix)
+	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
 	if err != nil {
 		return usageErr("%v", err)
 	}

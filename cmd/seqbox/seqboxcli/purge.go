@@ -83,7 +83,7 @@ func runPurge(ctx context.Context, s streams, args []string) int {
 		return code
 	}
 	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(db, c.prefix)
+	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox purge: %v\n", err)
 		return ExitUsage

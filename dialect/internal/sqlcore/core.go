@@ -245,11 +245,32 @@ func (c *Core) LockWriter() func() {
 	return c.writer.Unlock
 }
 
+// TxOptions are the options of every outbox transaction.
+func (c *Core) TxOptions() *sql.TxOptions { return c.flavor.TxOptions() }
+
+// lockWriter takes the single-writer lock for a write made with ctx, and
+// returns ctx marked as holding it; a chain that holds it already gets
+// dialect.ErrWriterHeld, as the lock would wait for itself.
+func (c *Core) lockWriter(ctx context.Context) (context.Context, func(), error) {
+	if !c.flavor.Features().Has(dialect.SingleWriter) {
+		return ctx, func() {}, nil
+	}
+	if dialect.WriterHeld(ctx, c.db) {
+		return ctx, nil, dialect.ErrWriterHeld
+	}
+	unlock := c.LockWriter()
+	ctx, release := dialect.HoldWriter(ctx, c.db)
+	return ctx, func() { release(); unlock() }, nil
+}
+
 // RunInTx runs fn in an outbox transaction.
 func (c *Core) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error {
-	unlock := c.LockWriter()
+	ctx, unlock, err := c.lockWriter(ctx)
+	if err != nil {
+		return err
+	}
 	defer unlock()
-	err := c.db.RunInTx(ctx, c.flavor.TxOptions(), func(ctx context.Context, tx bun.Tx) error {
+	err = c.db.RunInTx(ctx, c.flavor.TxOptions(), func(ctx context.Context, tx bun.Tx) error {
 		if bw := c.flavor.BeginWrite(); bw != "" {
 			if _, err := tx.NewRaw(c.SQL(bw)).Exec(ctx); err != nil {
 				return err
@@ -262,7 +283,10 @@ func (c *Core) RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.
 
 // exec runs a single autocommit write through the writer.
 func (c *Core) exec(ctx context.Context, stmt string, args ...any) (sql.Result, error) {
-	unlock := c.LockWriter()
+	ctx, unlock, err := c.lockWriter(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer unlock()
 	res, err := c.Raw(c.db, stmt, args...).Exec(ctx)
 	return res, c.Wrap(err)
