@@ -7,8 +7,8 @@ import (
 
 	"github.com/uptrace/bun"
 
-	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/internal/handling"
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // MessageID is a message's id (outbox.MessageID).
