@@ -1,8 +1,6 @@
 package outbox
 
 import (
-	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"unicode/utf8"
 )
@@ -66,28 +64,4 @@ func PartitionForKey(key string, partitions int) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	return int(h.Sum32() % uint32(partitions))
-}
-
-// EncodeHeaders checks and encodes a message's headers as the JSON object
-// stored with it. Keys and values must be valid UTF-8: JSON text cannot
-// carry other bytes, and encoding would silently replace them, so such
-// headers are refused with ErrInvalidHeaders instead of delivered altered.
-// Nil headers encode as nil (stored as NULL).
-func EncodeHeaders(h map[string]string) ([]byte, error) {
-	if h == nil {
-		return nil, nil
-	}
-	for k, v := range h {
-		if !utf8.ValidString(k) {
-			return nil, &HeaderError{Key: k, Reason: "key is not valid UTF-8"}
-		}
-		if !utf8.ValidString(v) {
-			return nil, &HeaderError{Key: k, Reason: "value is not valid UTF-8"}
-		}
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidHeaders, err)
-	}
-	return b, nil
 }

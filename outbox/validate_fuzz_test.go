@@ -1,7 +1,6 @@
 package outbox_test
 
 import (
-	"encoding/json"
 	"errors"
 	"regexp"
 	"testing"
@@ -55,29 +54,6 @@ func FuzzPartitionForKey(f *testing.F) {
 		require.Less(t, got, n)
 		require.Equal(t, got, outbox.PartitionForKey(key, n), "not deterministic")
 		require.Equal(t, int(fnv1a32(key)%uint32(n)), got, "not FNV-1a modulo n")
-	})
-}
-
-// FuzzEncodeHeaders: valid UTF-8 headers round-trip exactly through their
-// stored JSON form; anything else is refused with ErrInvalidHeaders.
-func FuzzEncodeHeaders(f *testing.F) {
-	f.Add("k", "v")
-	f.Add("\xc3(", "v")
-	f.Add("k", "\xff\xfe\xfd")
-	f.Add("nul\x00", "\xed\xa0\x80")
-	f.Add("", "🙂")
-	f.Fuzz(func(t *testing.T, key, value string) {
-		h := map[string]string{key: value, "fixed": "x"}
-		b, err := outbox.EncodeHeaders(h)
-		if !utf8.ValidString(key) || !utf8.ValidString(value) {
-			require.ErrorIs(t, err, outbox.ErrInvalidHeaders, "%q: %q", key, value)
-			require.Nil(t, b)
-			return
-		}
-		require.NoError(t, err)
-		var back map[string]string
-		require.NoError(t, json.Unmarshal(b, &back))
-		require.Equal(t, h, back, "headers altered on the way")
 	})
 }
 

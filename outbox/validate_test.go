@@ -151,23 +151,6 @@ func TestPartitionForKeyTotal(t *testing.T) {
 	require.Zero(t, outbox.PartitionForKey("tenant-42", 1))
 }
 
-func TestEncodeHeaders(t *testing.T) {
-	t.Parallel()
-	b, err := outbox.EncodeHeaders(nil)
-	require.NoError(t, err)
-	require.Nil(t, b, "nil headers are stored as NULL")
-	for name, h := range map[string]map[string]string{
-		"invalid key":    {"\xc3(": "v"},
-		"invalid value":  {"k": "\xff\xfe\xfd"},
-		"lone surrogate": {"k": "\xed\xa0\x80"},
-	} {
-		_, err := outbox.EncodeHeaders(h)
-		require.ErrorIs(t, err, outbox.ErrInvalidHeaders, name)
-		var herr *outbox.HeaderError
-		require.ErrorAs(t, err, &herr, name)
-	}
-}
-
 func TestPurgeFilterBounds(t *testing.T) {
 	t.Parallel()
 	require.ErrorIs(t, outbox.PurgeFilter{}.Validate(), outbox.ErrInvalidPurgeFilter, "no header: a purge of everything is not offered")

@@ -498,7 +498,7 @@ func (o *Outbox) prepare(queue string, msgs []outbox.Message, extra map[string]s
 			e.Max = len(q.ids)
 			return nil, e
 		}
-		headers, err := outbox.EncodeHeaders(withHeaders(m.Headers, extra))
+		headers, err := encodeHeaders(withHeaders(m.Headers, extra))
 		if err != nil {
 			return nil, fail(err)
 		}
