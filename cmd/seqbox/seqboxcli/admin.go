@@ -29,7 +29,7 @@ type dbFlags struct {
 func (f *dbFlags) register(fs *flag.FlagSet) {
 	f.fs = fs
 	fs.StringVar(&f.dsn, "dsn", "", "database (required; default $"+EnvDSN+")")
-	fs.StringVar(&f.prefix, "prefix", dialect.DefaultPrefix, "table prefix (default $"+EnvPrefix+" when set)")
+	fs.StringVar(&f.prefix, "prefix", dialect.DefaultPrefix, "table prefix ($"+EnvPrefix+" when set)")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON (one document; docs/CLI.md has the schema)")
 }
 
@@ -120,7 +120,7 @@ func (ss *session) checkQueue(ctx context.Context, queue string) error {
 	if len(queues) == 0 {
 		return fmt.Errorf("%w %q: no queue is registered under table prefix %q", errUnknownQueue, queue, ss.prefix)
 	}
-	return fmt.Errorf("%w %q (not registered)%s; the queues are: %s", errUnknownQueue, queue,
+	return fmt.Errorf("%w %q: not registered%s; the queues are: %s", errUnknownQueue, queue,
 		didYouMean(queue, queues, ""), strings.Join(queues, ", "))
 }
 

@@ -164,13 +164,18 @@ func flagError(s streams, fs *flag.FlagSet, helpName string, err error) int {
 	return ExitUsage
 }
 
-// didYouMean is " (did you mean PREFIXname?)" for the candidate nearest to
-// word, or "" when none is near.
+// didYouMean is ` (did you mean "name"?)` for the candidate nearest to
+// word, or "" when none is near; with a prefix (a flag's "--") the name is
+// not quoted: (did you mean --name?).
 func didYouMean(word string, candidates []string, prefix string) string {
-	if best := nearest(word, candidates); best != "" {
-		return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+	best := nearest(word, candidates)
+	switch {
+	case best == "":
+		return ""
+	case prefix == "":
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	return ""
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
 }
 
 // nearest is the candidate closest to word by edit distance (a

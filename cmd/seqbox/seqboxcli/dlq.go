@@ -492,7 +492,7 @@ func (d *dlqRun) previewAct(ctx context.Context, sel deadletter.Selection, f dea
 				return previewError{&deadletter.StatusError{ID: l.ID, Status: l.Status, Action: d.a.name}}
 			}
 		}
-		return d.preview(int64(len(page.Letters)), page.Letters, fmt.Sprintf("would %s", d.a.name))
+		return d.preview(int64(len(page.Letters)), page.Letters, fmt.Sprintf("would %s %d dead letter(s)", d.a.name, len(page.Letters)))
 	}
 	f.Statuses = []deadletter.Status{deadletter.StatusPending}
 	counts, err := d.admin.Count(ctx, f)
@@ -507,7 +507,7 @@ func (d *dlqRun) previewAct(ctx context.Context, sel deadletter.Selection, f dea
 	if err != nil {
 		return err
 	}
-	return d.preview(n, page.Letters, fmt.Sprintf("would %s", d.a.name))
+	return d.preview(n, page.Letters, fmt.Sprintf("would %s %d dead letter(s)", d.a.name, n))
 }
 
 // purge deletes, or without --yes shows, the resolved and discarded
@@ -556,7 +556,7 @@ func (d *dlqRun) purge(ctx context.Context, f deadletter.Filter) error {
 	if n == 0 {
 		return d.nothing(none)
 	}
-	return d.preview(n, first, fmt.Sprintf("would delete, as finished before %s,", cutoff.UTC().Format(time.RFC3339)))
+	return d.preview(n, first, fmt.Sprintf("would delete %d dead letter(s) resolved or discarded before %s", n, cutoff.UTC().Format(time.RFC3339)))
 }
 
 // nothing reports an action with nothing to change: a success.
@@ -569,14 +569,14 @@ func (d *dlqRun) nothing(why string) error {
 	return err
 }
 
-// preview prints the n letters an action would change, the first of them
-// listed.
-func (d *dlqRun) preview(n int64, letters []deadletter.Letter, what string) error {
+// preview prints the n letters an action would change, under headline,
+// the first of them listed.
+func (d *dlqRun) preview(n int64, letters []deadletter.Letter, headline string) error {
 	if d.c.asJSON {
 		return d.writeJSON(DLQActionJSON{Action: d.a.name, DryRun: true, Count: n, Letters: lettersJSON(letters, false),
 			More: n > int64(len(letters)), Changed: []int64{}, CompletedBefore: utc(d.cutoff)})
 	}
-	fmt.Fprintf(d.s.stdout, "%s %d dead letter(s) (nothing changed; add --yes to do it):\n\n", what, n)
+	fmt.Fprintf(d.s.stdout, "%s (nothing changed; add --yes to do it):\n\n", headline)
 	d.table(letters)
 	if more := n - int64(len(letters)); more > 0 {
 		fmt.Fprintf(d.s.stdout, "\n… and %d more\n", more)

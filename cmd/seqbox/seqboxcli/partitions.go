@@ -213,7 +213,7 @@ func when(p processor.PartitionState) string {
 // (processor.PartitionState.Check), so it fails where --yes would.
 func (c *partitionsCLI) run(ctx context.Context, s streams, a partitionsAction, admin *processor.Admin, numbers []int) int {
 	name := "seqbox partitions " + a.name
-	code := ExitOK
+	code, acting := ExitOK, 0
 	out := PartitionsActionJSON{Action: a.name, DryRun: !c.yes, Results: []PartitionResultJSON{}}
 	for _, n := range numbers {
 		r := PartitionResultJSON{Queue: c.queue, Partition: n}
@@ -236,8 +236,11 @@ func (c *partitionsCLI) run(ctx context.Context, s streams, a partitionsAction, 
 				what = "--yes would fail: "
 			}
 			fmt.Fprintf(s.stderr, "%s: %s%v\n%s", name, what, err, partitionsNextStep(err, st))
-		} else if !c.asJSON {
-			fmt.Fprintln(s.stdout, describe(a.name, c.yes, c.queue, n, st, r))
+		} else {
+			acting++
+			if !c.asJSON {
+				fmt.Fprintln(s.stdout, describe(a.name, c.yes, c.queue, n, st, r))
+			}
 		}
 		out.Results = append(out.Results, r)
 	}
@@ -246,7 +249,7 @@ func (c *partitionsCLI) run(ctx context.Context, s streams, a partitionsAction, 
 			fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
 			return ExitFailure
 		}
-	} else if !c.yes {
+	} else if !c.yes && acting > 0 {
 		fmt.Fprintln(s.stdout, "nothing changed: add --yes to do it")
 	}
 	return code
@@ -306,7 +309,7 @@ func partitionsNextStep(err error, st processor.PartitionState) string {
 	case errors.Is(err, processor.ErrNotParked) && st.State == processor.StateRetrying:
 		return "nothing was changed for it; it is retrying, not parked: seqbox partitions retry retries its head now\n"
 	case errors.Is(err, processor.ErrNotParked), errors.Is(err, processor.ErrNotRetrying):
-		return "nothing was changed for it; another operator may have acted first: see seqbox partitions list\n"
+		return "nothing was changed for it; its head has not failed, or another operator acted first: see seqbox partitions list\n"
 	case errors.Is(err, processor.ErrUnknownPartition):
 		return "nothing was changed for it; check the queue and partition with seqbox status --partitions\n"
 	}
