@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seqbox/seqbox"
@@ -104,85 +105,95 @@ func testJSONSchemas(t *testing.T, ctx context.Context, dsn, doc string) {
 	id := func(i int) string { return strconv.FormatInt(list.Letters[i].ID, 10) }
 	cli(seqboxcli.ExitOK, "dlq", "resolve", "--id", id(0), "--yes")
 
-	check := func(want int, into any, args ...string) {
+	// check runs one command with --json; a failure is reported and the
+	// test goes on, so that every command is checked. It reports whether
+	// the output is the documented document.
+	check := func(want int, into any, args ...string) bool {
 		t.Helper()
-		out := cli(want, append(args, "--json")...)
-		checkJSONDocument(t, args, out, into, doc)
+		code, out, errOut := run(t, append(args, "--json", "--dsn", dsn, "--prefix", prefix)...)
+		ok := assert.Equal(t, want, code, "%v\nstdout:\n%s\nstderr:\n%s", args, out, errOut)
+		return checkJSONDocument(t, args, out, into, doc) && ok
 	}
 	check(seqboxcli.ExitOK, &seqboxcli.MigrateJSON{}, "migrate", "--status")
 	check(seqboxcli.ExitOK, &seqboxcli.MigrateJSON{}, "migrate")
 	var status seqboxcli.StatusJSON
-	check(seqboxcli.ExitOK, &status, "status")
-	require.Len(t, status.Queues, 1)
-	require.Equal(t, 1, status.Queues[0].Parked)
-	require.Equal(t, 1, status.Queues[0].Retrying)
-	require.Equal(t, seqboxcli.DeadLetterCounts{Pending: 2, Resolved: 1, Total: 3}, status.Queues[0].DeadLetters)
+	if check(seqboxcli.ExitOK, &status, "status") && assert.Len(t, status.Queues, 1) {
+		assert.Equal(t, 1, status.Queues[0].Parked)
+		assert.Equal(t, 1, status.Queues[0].Retrying)
+		assert.Equal(t, seqboxcli.DeadLetterCounts{Pending: 2, Resolved: 1, Total: 3}, status.Queues[0].DeadLetters)
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.StatusJSON{}, "status", "--queue", "q")
 	var parts seqboxcli.StatusPartitionsJSON
-	check(seqboxcli.ExitOK, &parts, "status", "--partitions")
-	require.Len(t, parts.Partitions, 4)
-	require.Equal(t, "parked", parts.Partitions[0].State)
-	require.Equal(t, "retrying", parts.Partitions[1].State)
-	require.Contains(t, parts.Partitions[1].LastError, "cannot handle bad-retry")
-	require.False(t, parts.Partitions[1].NextAttemptAt.IsZero())
-	require.True(t, parts.Partitions[2].NextAttemptAt.IsZero(), "an idle partition has no next attempt")
+	if check(seqboxcli.ExitOK, &parts, "status", "--partitions") && assert.Len(t, parts.Partitions, 4) {
+		assert.Equal(t, "parked", parts.Partitions[0].State)
+		assert.Equal(t, "retrying", parts.Partitions[1].State)
+		assert.Contains(t, parts.Partitions[1].LastError, "cannot handle bad-retry")
+		assert.False(t, parts.Partitions[1].NextAttemptAt.IsZero())
+		assert.True(t, parts.Partitions[2].NextAttemptAt.IsZero(), "an idle partition has no next attempt")
+	}
 
 	var letters seqboxcli.DLQListJSON
-	check(seqboxcli.ExitOK, &letters, "dlq", "list", "--payloads")
-	require.Equal(t, textKey, letters.Letters[0].Key, "a UTF-8 key is text")
-	require.Empty(t, letters.Letters[0].KeyEncoding)
-	require.Equal(t, "rej1", letters.Letters[0].Payload)
-	require.Equal(t, map[string]string{"tenant": "7"}, letters.Letters[0].Headers)
-	require.Equal(t, hex.EncodeToString([]byte(binaryKey)), letters.Letters[1].Key, "other bytes are hex")
-	require.Equal(t, "hex", letters.Letters[1].KeyEncoding)
-	require.Equal(t, "ff0001", letters.Letters[1].Payload)
-	require.Equal(t, "hex", letters.Letters[1].PayloadEncoding)
-	require.False(t, letters.Letters[0].CompletedAt.IsZero())
+	if check(seqboxcli.ExitOK, &letters, "dlq", "list", "--payloads") && assert.Len(t, letters.Letters, 3) {
+		assert.Equal(t, textKey, letters.Letters[0].Key, "a UTF-8 key is text")
+		assert.Empty(t, letters.Letters[0].KeyEncoding)
+		assert.Equal(t, "rej1", letters.Letters[0].Payload)
+		assert.Equal(t, map[string]string{"tenant": "7"}, letters.Letters[0].Headers)
+		assert.Equal(t, hex.EncodeToString([]byte(binaryKey)), letters.Letters[1].Key, "other bytes are hex")
+		assert.Equal(t, "hex", letters.Letters[1].KeyEncoding)
+		assert.Equal(t, "ff0001", letters.Letters[1].Payload)
+		assert.Equal(t, "hex", letters.Letters[1].PayloadEncoding)
+		assert.False(t, letters.Letters[0].CompletedAt.IsZero())
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.DLQListJSON{}, "dlq", "list", "--limit", "1")
 	check(seqboxcli.ExitOK, &seqboxcli.DLQListJSON{}, "dlq", "list", "--id", id(1))
 	check(seqboxcli.ExitOK, &seqboxcli.DeadLetterCounts{}, "dlq", "count")
 	check(seqboxcli.ExitOK, &seqboxcli.LetterJSON{}, "dlq", "show", rejected[1].String())
 	var action seqboxcli.DLQActionJSON
-	check(seqboxcli.ExitOK, &action, "dlq", "replay", "--queue", "q")
-	require.True(t, action.DryRun)
-	require.Equal(t, int64(2), action.Count)
+	if check(seqboxcli.ExitOK, &action, "dlq", "replay", "--queue", "q") {
+		assert.True(t, action.DryRun)
+		assert.Equal(t, int64(2), action.Count)
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.DLQActionJSON{}, "dlq", "resolve", "--id", id(1))
 	check(seqboxcli.ExitOK, &seqboxcli.DLQActionJSON{}, "dlq", "discard", "--queue", "q", "--partition", "0")
 	check(seqboxcli.ExitOK, &seqboxcli.DLQActionJSON{}, "dlq", "purge", "--older-than", "1h")
 	action = seqboxcli.DLQActionJSON{}
-	check(seqboxcli.ExitOK, &action, "dlq", "purge", "--older-than", "0s")
-	require.Equal(t, int64(1), action.Count)
-	require.False(t, action.CompletedBefore.IsZero())
+	if check(seqboxcli.ExitOK, &action, "dlq", "purge", "--older-than", "0s") {
+		assert.Equal(t, int64(1), action.Count)
+		assert.False(t, action.CompletedBefore.IsZero())
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.DLQActionJSON{}, "dlq", "discard", "--id", id(2), "--note", "n", "--yes")
 	check(seqboxcli.ExitOK, &seqboxcli.DLQActionJSON{}, "dlq", "purge", "--older-than", "0s", "--yes")
 	action = seqboxcli.DLQActionJSON{}
-	check(seqboxcli.ExitOK, &action, "dlq", "replay", "--yes")
-	require.Len(t, action.ReplayIDs, 1)
+	if check(seqboxcli.ExitOK, &action, "dlq", "replay", "--yes") {
+		assert.Len(t, action.ReplayIDs, 1)
+	}
 
 	var plist seqboxcli.PartitionsListJSON
-	check(seqboxcli.ExitOK, &plist, "partitions", "list")
-	require.Len(t, plist.Partitions, 2)
-	require.False(t, plist.Partitions[0].ParkedAt.IsZero())
-	require.True(t, plist.Partitions[0].NextAttemptAt.IsZero())
+	if check(seqboxcli.ExitOK, &plist, "partitions", "list") && assert.Len(t, plist.Partitions, 2) {
+		assert.False(t, plist.Partitions[0].ParkedAt.IsZero())
+		assert.True(t, plist.Partitions[0].NextAttemptAt.IsZero())
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsListJSON{}, "partitions", "list", "--queue", "q")
 	var pact seqboxcli.PartitionsActionJSON
-	check(seqboxcli.ExitOK, &pact, "partitions", "resume", "--queue", "q", "--partition", "0")
-	require.True(t, pact.DryRun)
-	require.Equal(t, "parked", pact.Results[0].State)
+	if check(seqboxcli.ExitOK, &pact, "partitions", "resume", "--queue", "q", "--partition", "0") && assert.Len(t, pact.Results, 1) {
+		assert.True(t, pact.DryRun)
+		assert.Equal(t, "parked", pact.Results[0].State)
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsActionJSON{}, "partitions", "retry", "--queue", "q", "--all")
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsActionJSON{}, "partitions", "skip", "--queue", "q", "--partition", "0,1")
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsActionJSON{}, "partitions", "resume", "--queue", "q", "--all")
 	pact = seqboxcli.PartitionsActionJSON{}
-	check(seqboxcli.ExitFailure, &pact, "partitions", "resume", "--queue", "q", "--partition", "1,9")
-	require.Contains(t, pact.Results[0].Error, "not parked", "a refusal in a dry run is in the document too")
-	require.Contains(t, pact.Results[1].Error, "no such queue partition")
+	if check(seqboxcli.ExitFailure, &pact, "partitions", "resume", "--queue", "q", "--partition", "1,9") && assert.Len(t, pact.Results, 2) {
+		assert.Contains(t, pact.Results[0].Error, "not parked", "a refusal in a dry run is in the document too")
+		assert.Contains(t, pact.Results[1].Error, "no such queue partition")
+	}
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsActionJSON{}, "partitions", "skip", "--queue", "q", "--partition", "1", "--yes")
 	check(seqboxcli.ExitOK, &seqboxcli.PartitionsActionJSON{}, "partitions", "retry", "--queue", "q", "--all", "--yes")
 
 	check(seqboxcli.ExitOK, &seqboxcli.PurgeJSON{}, "purge", "--queue", "q", "--header", "tenant=7")
 	check(seqboxcli.ExitOK, &seqboxcli.PurgeJSON{}, "purge", "--queue", "q", "--header", "tenant=7", "--yes")
 	code, out, errOut := run(t, "version", "--json")
-	require.Equal(t, seqboxcli.ExitOK, code, errOut)
+	assert.Equal(t, seqboxcli.ExitOK, code, errOut)
 	checkJSONDocument(t, []string{"version"}, out, &seqboxcli.VersionJSON{}, doc)
 
 	// status --watch --json: one document per line and refresh.
@@ -191,9 +202,9 @@ func testJSONSchemas(t *testing.T, ctx context.Context, dsn, doc string) {
 	var wout, werr bytes.Buffer
 	code = seqboxcli.MainEnv(wctx, []string{"status", "--watch", "200ms", "--json", "--partitions", "--dsn", dsn, "--prefix", prefix},
 		func(string) string { return "" }, &wout, &werr)
-	require.Equal(t, seqboxcli.ExitOK, code, werr.String())
+	assert.Equal(t, seqboxcli.ExitOK, code, werr.String())
 	lines := strings.Split(strings.TrimSpace(wout.String()), "\n")
-	require.GreaterOrEqual(t, len(lines), 2, "watch prints again")
+	assert.GreaterOrEqual(t, len(lines), 2, "watch prints again")
 	for _, line := range lines {
 		checkJSONDocument(t, []string{"status", "--watch"}, line, &seqboxcli.StatusPartitionsJSON{}, doc)
 	}
@@ -204,30 +215,38 @@ var snakeCase = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 
 // checkJSONDocument checks out is exactly one JSON document of into's
 // type, with no field unknown to it, snake_case keys each named in doc (as
-// `key`), no null and no zero time. headers hold the message's own keys.
-func checkJSONDocument(t *testing.T, args []string, out string, into any, doc string) {
+// `key`), no null and no zero time (headers hold the message's own keys).
+// It reports failures without stopping the test, and whether there were
+// none.
+func checkJSONDocument(t *testing.T, args []string, out string, into any, doc string) bool {
 	t.Helper()
-	require.True(t, json.Valid([]byte(out)), "%v: not JSON:\n%s", args, out)
+	if !assert.True(t, json.Valid([]byte(out)), "%v: not JSON:\n%s", args, out) {
+		return false
+	}
+	ok := true
 	dec := json.NewDecoder(strings.NewReader(out))
 	dec.DisallowUnknownFields()
-	require.NoError(t, dec.Decode(into), "%v: not the documented schema:\n%s", args, out)
+	ok = assert.NoError(t, dec.Decode(into), "%v: not the documented schema:\n%s", args, out) && ok
 	_, err := dec.Token()
-	require.ErrorIs(t, err, io.EOF, "%v: more than one document", args)
-	require.NotContains(t, out, "0001-01-01", "%v: a zero time", args)
+	ok = assert.ErrorIs(t, err, io.EOF, "%v: more than one document", args) && ok
+	ok = assert.NotContains(t, out, "0001-01-01", "%v: a zero time", args) && ok
 	var v any
-	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	if !assert.NoError(t, json.Unmarshal([]byte(out), &v)) {
+		return false
+	}
 	var walk func(v any, path string)
 	walk = func(v any, path string) {
 		switch v := v.(type) {
 		case nil:
+			ok = false
 			t.Errorf("%v: null at %s", args, path)
 		case map[string]any:
 			for k, x := range v {
 				if strings.HasSuffix(path, ".headers") {
 					continue
 				}
-				require.Regexp(t, snakeCase, k, "%v: key %s.%s", args, path, k)
-				require.Contains(t, doc, "`"+k+"`", "%v: key %q is not documented in docs/CLI.md", args, k)
+				ok = assert.Regexp(t, snakeCase, k, "%v: key %s.%s", args, path, k) && ok
+				ok = assert.Contains(t, doc, "`"+k+"`", "%v: key %q is not documented in docs/CLI.md", args, k) && ok
 				walk(x, path+"."+k)
 			}
 		case []any:
@@ -237,4 +256,5 @@ func checkJSONDocument(t *testing.T, args []string, out string, into any, doc st
 		}
 	}
 	walk(v, "$")
+	return ok
 }
