@@ -68,8 +68,8 @@ type AdminStore interface {
 }
 
 // Admin lists parked and retrying partitions and resumes, retries or
-// skips them (the Park failure policy; docs/ARCHITECTURE.md, "Failure
-// policy: dead-letter or park"). It needs no running pipeline: the state is in the database, so
+// skips them (docs/ARCHITECTURE.md, "Failure policy: dead-letter or
+// park"). It needs no running pipeline: the state is in the database, so
 // an action taken here is seen by every process at its next poll, and at
 // once by the process whose Outbox built the Admin.
 type Admin struct {
@@ -156,19 +156,22 @@ func (p PartitionState) Check(action string) error {
 		if p.State != StateParked {
 			err = ErrNotParked
 		}
+	// The state first: a partition whose head has not failed is "not
+	// retrying" even while a delivery is in flight (the second of two
+	// operators may find the first one's skip already being delivered).
 	case ActionRetry:
 		switch {
-		case p.InFlight:
-			err = ErrPartitionBusy
 		case p.State != StateRetrying:
 			err = ErrNotRetrying
+		case p.InFlight:
+			err = ErrPartitionBusy
 		}
 	case ActionSkip:
 		switch {
-		case p.InFlight:
-			err = ErrPartitionBusy
 		case p.State == StateOK:
 			err = errNothingToSkip{}
+		case p.InFlight:
+			err = ErrPartitionBusy
 		}
 	default:
 		return fmt.Errorf("seqbox: unknown partition action %q", action)
