@@ -304,15 +304,19 @@ type Dialect interface {
 	// PartitionList names the partitions of a queue, or of every queue.
 	PartitionList(ctx context.Context, params *PartitionListParams) ([]PartitionInfo, error)
 
-	// Parked partitions (processor.AdminStore).
+	// Parked and retrying partitions (processor.AdminStore).
 
 	// ProcessorParkedList lists the parked partitions with their head's
 	// failure count and error.
 	ProcessorParkedList(ctx context.Context, params *ProcessorParkedListParams) ([]ProcessorParked, error)
-	// ProcessorParkedLock row-locks a parked partition's processor row
-	// inside params.Conn, waiting for another transaction that holds it;
-	// Locked is false when the partition is not (or no longer) parked.
-	ProcessorParkedLock(ctx context.Context, params *ProcessorLockParams) (ProcessorParkedLockResult, error)
+	// ProcessorFailingList lists the partitions that are parked or whose
+	// head failed and waits for a retry, with their head's failures.
+	ProcessorFailingList(ctx context.Context, params *ProcessorFailingListParams) ([]ProcessorAdminState, error)
+	// ProcessorAdminRead reads one partition's processor row, and with
+	// params.Lock row-locks it inside params.Conn, waiting for another
+	// transaction that holds it (an operator's action then sees the row as
+	// that transaction left it).
+	ProcessorAdminRead(ctx context.Context, params *ProcessorAdminReadParams) (ProcessorAdminReadResult, error)
 }
 
 // Base is what every consumer may read: the dialect's properties and its

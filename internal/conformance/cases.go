@@ -28,7 +28,11 @@ func Cases() []Case {
 		{"ParkAcrossRestart", testParkAcrossRestart},                     // 2, 4
 		{"ParkTransactional", testParkTransactional},                     // 2, 3
 		{"ParkOperatorsRace", testParkOperatorsRace},
-		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware}, // 3, 6
+		{"PartitionRetryNow", testPartitionRetryNow},                           // 2
+		{"PartitionSkipRetrying", testPartitionSkipRetrying},                   // 2
+		{"PartitionBusyRefused", testPartitionBusyRefused},                     // 3
+		{"PartitionAdminWaitsForDelivery", testPartitionAdminWaitsForDelivery}, // 3
+		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware},         // 3, 6
 		{"DeliveryKey", testDeliveryKey},
 		{"DedupKeys", testDedupKeys}, // 1, 6
 		{"DedupRace", testDedupRace},

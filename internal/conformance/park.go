@@ -279,3 +279,224 @@ func testParkOperatorsRace(e *Env) {
 		require.Len(e.T, e.deadLetters(), round+1, "one dead letter per round")
 	}
 }
+
+// retryLater: a failed head is retried an hour later, so a partition
+// stays retrying for as long as a test looks at it.
+func retryLater(maxAttempts int) []processor.QueueOption {
+	return []processor.QueueOption{processor.MaxAttempts(maxAttempts), processor.Retry(time.Hour, time.Hour)}
+}
+
+// waitRetrying waits until the admin lists the partition as retrying.
+func waitRetrying(e *Env, admin *seqbox.Partitions, queue string, partition int) seqbox.PartitionState {
+	e.T.Helper()
+	var got seqbox.PartitionState
+	e.Eventually(queue+" retrying", func() bool {
+		list, err := admin.Failing(e.Ctx, queue)
+		require.NoError(e.T, err)
+		for _, p := range list {
+			if p.Partition == partition && p.State == seqbox.StateRetrying && !p.InFlight {
+				got = p
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// testPartitionRetryNow: a retrying partition (policy DeadLetter, next
+// retry an hour away) is listed with its head's failure; RetryNow makes
+// the head due at once keeping its attempt count, so its next failure is
+// the MaxAttempts-th and dead-letters it; a partition that is not
+// retrying is refused with typed errors, changing nothing.
+func testPartitionRetryNow(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("retry", 2, failBad(rec, &fixed), retryLater(2)...))
+	ids := enqueueAll(e, ob, "retry", 0, "a", "bad", "b")
+	admin := ob.Partitions()
+	st := waitRetrying(e, admin, "retry", 0)
+	require.Equal(e.T, int64(2), st.HeadSeq)
+	require.Equal(e.T, 1, st.Attempts)
+	require.Contains(e.T, st.LastError, "cannot handle bad yet")
+	require.False(e.T, st.NextAttemptAt.IsZero(), "the retry is pending")
+	require.True(e.T, st.ParkedAt.IsZero())
+	one, err := admin.State(e.Ctx, "retry", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, st, one)
+	require.NoError(e.T, one.Check(seqbox.ActionRetry))
+	require.NoError(e.T, one.Check(seqbox.ActionSkip))
+	require.ErrorIs(e.T, one.Check(seqbox.ActionResume), seqbox.ErrNotParked)
+	parked, err := admin.Parked(e.Ctx, "retry")
+	require.NoError(e.T, err)
+	require.Empty(e.T, parked, "retrying is not parked")
+	quietFor(e, ob)
+	require.Equal(e.T, []outbox.MessageID{ids[0]}, rec.IDs("retry", 0), "the head waits for its retry")
+
+	was, err := admin.RetryNow(e.Ctx, "retry", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, 1, was.Attempts)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, []outbox.MessageID{ids[0], ids[2]}, rec.IDs("retry", 0))
+	dls := e.deadLetters()
+	require.Len(e.T, dls, 1)
+	require.Equal(e.T, 2, dls[0].Attempts, "the attempt count was kept: the retry was the MaxAttempts-th")
+	require.Contains(e.T, dls[0].LastError, "cannot handle bad yet")
+
+	_, err = admin.RetryNow(e.Ctx, "retry", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrNotRetrying)
+	var pe *seqbox.PartitionError
+	require.ErrorAs(e.T, err, &pe)
+	require.Equal(e.T, seqbox.ActionRetry, pe.Action)
+	_, err = admin.Skip(e.Ctx, "retry", 1)
+	require.ErrorIs(e.T, err, seqbox.ErrNotRetrying, "an idle partition has nothing to skip")
+	require.ErrorIs(e.T, err, seqbox.ErrNotParked)
+	_, err = admin.RetryNow(e.Ctx, "retry", 9)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
+	_, err = admin.State(e.Ctx, "nope", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
+	list, err := admin.Failing(e.Ctx, "")
+	require.NoError(e.T, err)
+	require.Empty(e.T, list)
+	require.Len(e.T, e.deadLetters(), 1, "the refusals changed nothing")
+
+	// A parked partition is not retrying: RetryNow refuses it (Resume
+	// retries it with fresh attempts).
+	fixed.Store(false)
+	pob := e.Start(e.Builder().InstanceID("parking").Queue("retrypark", 1, failBad(rec, &fixed), parkOptions()...))
+	enqueueAll(e, pob, "retrypark", 0, "bad")
+	waitParked(e, admin, "retrypark", 0)
+	_, err = admin.RetryNow(e.Ctx, "retrypark", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrNotRetrying)
+	st, err = admin.State(e.Ctx, "retrypark", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, seqbox.StateParked, st.State)
+}
+
+// testPartitionSkipRetrying: Skip dead-letters the head of a retrying
+// partition (its attempts and error kept, noting the skip) without
+// waiting for MaxAttempts, and the rest is delivered in order.
+func testPartitionSkipRetrying(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("skipretry", 1, failBad(rec, &fixed), retryLater(5)...))
+	ids := enqueueAll(e, ob, "skipretry", 0, "a", "bad", "b")
+	admin := ob.Partitions()
+	waitRetrying(e, admin, "skipretry", 0)
+	skipped, err := admin.Skip(e.Ctx, "skipretry", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, seqbox.StateRetrying, skipped.State)
+	require.Equal(e.T, ids[1], skipped.MessageID)
+	require.Equal(e.T, int64(2), skipped.HeadSeq)
+	require.True(e.T, skipped.ParkedAt.IsZero())
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, []outbox.MessageID{ids[0], ids[2]}, rec.IDs("skipretry", 0))
+	dls := e.deadLetters()
+	require.Len(e.T, dls, 1)
+	require.Equal(e.T, 1, dls[0].Attempts)
+	require.Contains(e.T, dls[0].LastError, "skipped by an operator while retrying")
+	require.Contains(e.T, dls[0].LastError, "cannot handle bad yet")
+	_, err = admin.Skip(e.Ctx, "skipretry", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrNotParked)
+	require.Len(e.T, e.deadLetters(), 1)
+}
+
+// testPartitionBusyRefused: while a retried head is being delivered (its
+// lease live) RetryNow and Skip refuse the partition with
+// ErrPartitionBusy, changing nothing; the delivery then completes.
+func testPartitionBusyRefused(e *Env) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	ob := e.Start(e.Builder().Queue("busy", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		if string(d.Payload) != "slow" {
+			return nil
+		}
+		switch calls.Add(1) {
+		case 1:
+			return errors.New("first try fails")
+		case 2:
+			close(started)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}), append(retryLater(5), processor.Lease(5*time.Minute, time.Minute))...))
+	ids := enqueueAll(e, ob, "busy", 0, "slow", "after")
+	admin := ob.Partitions()
+	waitRetrying(e, admin, "busy", 0)
+	_, err := admin.RetryNow(e.Ctx, "busy", 0)
+	require.NoError(e.T, err)
+	select {
+	case <-started:
+	case <-e.Ctx.Done():
+		e.T.Fatal("the retried head was never delivered")
+	}
+	st, err := admin.State(e.Ctx, "busy", 0)
+	require.NoError(e.T, err)
+	require.True(e.T, st.InFlight)
+	require.Equal(e.T, seqbox.StateRetrying, st.State, "the head's failure stays recorded while it is retried")
+	require.ErrorIs(e.T, st.Check(seqbox.ActionSkip), seqbox.ErrPartitionBusy)
+	list, err := admin.Failing(e.Ctx, "busy")
+	require.NoError(e.T, err)
+	require.Len(e.T, list, 1)
+	require.True(e.T, list[0].InFlight)
+	_, err = admin.RetryNow(e.Ctx, "busy", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrPartitionBusy)
+	_, err = admin.Skip(e.Ctx, "busy", 0)
+	require.ErrorIs(e.T, err, seqbox.ErrPartitionBusy)
+	close(release)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Empty(e.T, e.deadLetters(), "the refused skip wrote no dead letter")
+	require.Equal(e.T, int32(2), calls.Load())
+}
+
+// testPartitionAdminWaitsForDelivery: in transactional mode a delivery
+// holds the partition's row lock; an operator's action waits for it and
+// then sees the row as the delivery left it (here: delivered, so there is
+// nothing to retry).
+func testPartitionAdminWaitsForDelivery(e *Env) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	ob := e.Start(e.Builder().Queue("txwait", 1, processor.Transactional(func(ctx context.Context, _ bun.Tx, d processor.Delivery) error {
+		switch calls.Add(1) {
+		case 1:
+			return errFlaky
+		case 2:
+			close(started)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}), retryLater(5)...))
+	ids := enqueueAll(e, ob, "txwait", 0, "m")
+	admin := ob.Partitions()
+	waitRetrying(e, admin, "txwait", 0)
+	_, err := admin.RetryNow(e.Ctx, "txwait", 0)
+	require.NoError(e.T, err)
+	select {
+	case <-started:
+	case <-e.Ctx.Done():
+		e.T.Fatal("the retried head was never delivered")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := admin.RetryNow(e.Ctx, "txwait", 0)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // a negative check: the action has had time to return, and must not
+	select {
+	case err := <-done:
+		e.T.Fatalf("RetryNow returned (%v) while the delivery held the row lock", err)
+	default:
+	}
+	close(release)
+	require.ErrorIs(e.T, <-done, seqbox.ErrNotRetrying, "it saw the row as the delivery left it")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, int32(2), calls.Load())
+}

@@ -2,11 +2,12 @@ package seqboxcli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -22,36 +23,60 @@ import (
 type dbFlags struct {
 	dsn, prefix string
 	asJSON      bool
+	// fs is the flag set they were registered on (which flags were given).
+	fs *flag.FlagSet
 }
 
 func (f *dbFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.dsn, "dsn", "", "database (required)")
-	fs.StringVar(&f.prefix, "prefix", dialect.DefaultPrefix, "table prefix")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	f.fs = fs
+	fs.StringVar(&f.dsn, "dsn", "", "database (required; default $"+EnvDSN+")")
+	fs.StringVar(&f.prefix, "prefix", dialect.DefaultPrefix, "table prefix ($"+EnvPrefix+" when set)")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON (one document; docs/CLI.md has the schema)")
 }
 
-// open parses args and opens the database; code is the exit code to return
-// when db is nil.
-func (f *dbFlags) open(ctx context.Context, s streams, fs *flag.FlagSet, args []string) (db *bun.DB, code int) {
-	fs.SetOutput(s.stderr)
-	if err := fs.Parse(args); err != nil {
-		return nil, ExitUsage
+// resolve takes from the environment what the flags did not give and
+// checks it: an error is a usage error.
+func (f *dbFlags) resolve(s streams) error {
+	given := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	if !given["dsn"] && s.getenv != nil {
+		f.dsn = s.getenv(EnvDSN)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return nil, ExitUsage
+	source := "--prefix"
+	if !given["prefix"] && s.getenv != nil {
+		if p := s.getenv(EnvPrefix); p != "" {
+			f.prefix, source = p, EnvPrefix
+		}
 	}
-	return f.connect(ctx, s, fs.Name())
-}
-
-// connect opens the database of parsed flags; code is the exit code to
-// return when db is nil.
-func (f *dbFlags) connect(ctx context.Context, s streams, name string) (db *bun.DB, code int) {
 	if f.dsn == "" {
-		fmt.Fprintf(s.stderr, "%s: --dsn is required\n", name)
+		return fmt.Errorf("--dsn is required (or set %s)", EnvDSN)
+	}
+	if err := dialect.ValidatePrefix(f.prefix); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	if _, _, err := ParseDSN(f.dsn); err != nil {
+		return err
+	}
+	return nil
+}
+
+// session is an open database of a command.
+type session struct {
+	db     *bun.DB
+	d      dialect.Dialect
+	prefix string
+}
+
+func (ss *session) close() { _ = ss.db.Close() }
+
+// open resolves the flags and opens the database for acc; when ss is nil
+// the caller returns code (the error was printed).
+func (f *dbFlags) open(ctx context.Context, s streams, name string, acc access) (ss *session, code int) {
+	if err := f.resolve(s); err != nil {
+		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
 		return nil, ExitUsage
 	}
-	db, err := OpenDB(ctx, f.dsn)
+	db, err := openDB(ctx, f.dsn, acc)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
 		if errors.Is(err, ErrDSN) {
@@ -59,13 +84,53 @@ func (f *dbFlags) connect(ctx context.Context, s streams, name string) (db *bun.
 		}
 		return nil, ExitFailure
 	}
-	return db, ExitOK
+	d, err := dialects.Open(ctx, db, f.prefix)
+	if err != nil {
+		_ = db.Close()
+		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
+		return nil, ExitFailure
+	}
+	return &session{db: db, d: d, prefix: f.prefix}, ExitOK
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// schemaHint is what to check when a read of seqbox's tables fails.
+const schemaHint = "(is the schema there? seqbox migrate --status --dsn …)\n"
+
+// errUnknownQueue: --queue names a queue the database does not have.
+var errUnknownQueue = errors.New("unknown queue")
+
+// checkQueue returns nil when queue is "" or registered, otherwise an
+// error (errUnknownQueue) naming the queues there are and the nearest.
+func (ss *session) checkQueue(ctx context.Context, queue string) error {
+	if queue == "" {
+		return nil
+	}
+	parts, err := ss.d.PartitionList(ctx, &dialect.PartitionListParams{})
+	if err != nil {
+		return fmt.Errorf("list queues: %w\n%s", err, strings.TrimSuffix(schemaHint, "\n"))
+	}
+	var queues []string
+	for _, p := range parts {
+		if !slices.Contains(queues, p.Queue) {
+			queues = append(queues, p.Queue)
+		}
+	}
+	if slices.Contains(queues, queue) {
+		return nil
+	}
+	if len(queues) == 0 {
+		return fmt.Errorf("%w %q: no queue is registered under table prefix %q", errUnknownQueue, queue, ss.prefix)
+	}
+	return fmt.Errorf("%w %q: not registered%s; the queues are: %s", errUnknownQueue, queue,
+		didYouMean(queue, queues, ""), strings.Join(queues, ", "))
+}
+
+// positiveDuration checks a duration flag: a negative one is a usage error.
+func positiveDuration(name string, d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("--%s: %v is negative; give how long, e.g. %v", name, d, -d)
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------- migrate
@@ -85,7 +150,8 @@ func migrateFlags(c *migrateCLI) *flag.FlagSet {
 func migrateUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: seqbox migrate --dsn DSN [--prefix P] [--status] [--json]")
 	fmt.Fprintln(w, "\nCreates or upgrades seqbox's tables (under a database lock; safe to run from several")
-	fmt.Fprintln(w, "processes at once). With --status it only reports the version.")
+	fmt.Fprintln(w, "processes at once); a SQLite file that does not exist is created. With --status it only")
+	fmt.Fprintln(w, "reports the version, reading the database and creating nothing.")
 	fs := migrateFlags(&migrateCLI{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -93,35 +159,39 @@ func migrateUsage(w io.Writer) {
 
 func runMigrate(ctx context.Context, s streams, args []string) int {
 	var c migrateCLI
-	db, code := c.open(ctx, s, migrateFlags(&c), args)
-	if db == nil {
+	fs := migrateFlags(&c)
+	if code, ok := noArgs(s, fs, "migrate", migrateUsage, args); !ok {
 		return code
 	}
-	defer func() { _ = db.Close() }()
+	acc := accessCreate
+	if c.status {
+		acc = accessRead
+	}
+	ss, code := c.open(ctx, s, fs.Name(), acc)
+	if ss == nil {
+		return code
+	}
+	defer ss.close()
 	fail := func(err error) int {
 		fmt.Fprintf(s.stderr, "seqbox migrate: %v\n", err)
 		return ExitFailure
 	}
-	d, err := dialects.Open(ctx, db, c.prefix)
-	if err != nil {
-		return fail(err)
-	}
-	before, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
+	before, err := ss.d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
 	if err != nil {
 		return fail(err)
 	}
 	after := before
 	if !c.status {
-		if err := d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}); err != nil {
+		if err := ss.d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}); err != nil {
 			return fail(err)
 		}
-		if after, err = d.SchemaStatus(ctx, &dialect.SchemaStatusParams{}); err != nil {
+		if after, err = ss.d.SchemaStatus(ctx, &dialect.SchemaStatusParams{}); err != nil {
 			return fail(err)
 		}
 	}
 	if c.asJSON {
-		if err := writeJSON(s.stdout, map[string]any{"prefix": c.prefix, "version": after.Current, "latest": after.Latest,
-			"applied": after.Current - before.Current, "dry_run": c.status}); err != nil {
+		if err := writeJSON(s.stdout, MigrateJSON{Prefix: ss.prefix, Version: after.Current, Latest: after.Latest,
+			Pending: after.Latest - after.Current, Applied: after.Current - before.Current, DryRun: c.status}); err != nil {
 			return fail(err)
 		}
 		return ExitOK
@@ -129,20 +199,35 @@ func runMigrate(ctx context.Context, s streams, args []string) int {
 	switch {
 	case c.status && before.Current < before.Latest:
 		fmt.Fprintf(s.stdout, "schema %q at version %d of %d: %d migration(s) to apply (seqbox migrate --dsn …)\n",
-			c.prefix, before.Current, before.Latest, before.Latest-before.Current)
+			ss.prefix, before.Current, before.Latest, before.Latest-before.Current)
 	case c.status:
-		fmt.Fprintf(s.stdout, "schema %q at version %d of %d: up to date\n", c.prefix, before.Current, before.Latest)
+		fmt.Fprintf(s.stdout, "schema %q at version %d of %d: up to date\n", ss.prefix, before.Current, before.Latest)
 	default:
-		fmt.Fprintf(s.stdout, "schema %q at version %d of %d: applied %d migration(s)\n", c.prefix, after.Current, after.Latest,
+		fmt.Fprintf(s.stdout, "schema %q at version %d of %d: applied %d migration(s)\n", ss.prefix, after.Current, after.Latest,
 			after.Current-before.Current)
 	}
 	return ExitOK
+}
+
+// noArgs parses args into fs for a command that takes no positional
+// argument; when ok is false the caller returns code.
+func noArgs(s streams, fs *flag.FlagSet, name string, usage func(io.Writer), args []string) (code int, ok bool) {
+	positional, code, ok := parseFlags(s, fs, name, usage, args)
+	if !ok {
+		return code, false
+	}
+	if len(positional) > 0 {
+		fmt.Fprintf(s.stderr, "%s: unexpected argument %q (see seqbox help %s)\n", fs.Name(), positional[0], strings.Fields(name)[0])
+		return ExitUsage, false
+	}
+	return ExitOK, true
 }
 
 // ---------------------------------------------------------------- status
 
 type statusCLI struct {
 	dbFlags
+	queue      string
 	partitions bool
 	watch      time.Duration
 }
@@ -150,48 +235,52 @@ type statusCLI struct {
 func statusFlags(c *statusCLI) *flag.FlagSet {
 	fs := flag.NewFlagSet("seqbox status", flag.ContinueOnError)
 	c.register(fs)
+	fs.StringVar(&c.queue, "queue", "", "only this queue")
 	fs.BoolVar(&c.partitions, "partitions", false, "one line per partition instead of per queue")
-	fs.DurationVar(&c.watch, "watch", 0, "print again at this interval until interrupted (0: once)")
+	fs.DurationVar(&c.watch, "watch", 0, "print again at this interval until interrupted (0: once; with --json one line per refresh)")
 	return fs
 }
 
 func statusUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: seqbox status --dsn DSN [--prefix P] [--partitions] [--watch 2s] [--json]")
+	fmt.Fprintln(w, "usage: seqbox status --dsn DSN [--prefix P] [--queue Q] [--partitions] [--watch 2s] [--json]")
 	fmt.Fprintln(w, "\nPer queue (or partition): messages waiting to be sequenced and to be acked, the age of the")
 	fmt.Fprintln(w, "oldest message not yet acked, partitions retrying a failing head, partitions parked at one")
-	fmt.Fprintln(w, "(see seqbox partitions), and dead letters by status.")
+	fmt.Fprintln(w, "(see seqbox partitions), and dead letters by status. Read-only.")
 	fs := statusFlags(&statusCLI{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 }
 
-// queueStatus is a queue's totals as --json prints them.
-type queueStatus struct {
-	Queue       string           `json:"queue"`
-	Partitions  int              `json:"partitions"`
-	Incoming    int64            `json:"incoming"`
-	Unprocessed int64            `json:"unprocessed"`
-	OldestAgeMs int64            `json:"oldest_unprocessed_age_ms"`
-	Retrying    int              `json:"retrying_partitions"`
-	Parked      int              `json:"parked_partitions"`
-	DeadLetters map[string]int64 `json:"dead_letters"`
-}
-
 func runStatus(ctx context.Context, s streams, args []string) int {
 	var c statusCLI
-	db, code := c.open(ctx, s, statusFlags(&c), args)
-	if db == nil {
+	fs := statusFlags(&c)
+	if code, ok := noArgs(s, fs, "status", statusUsage, args); !ok {
 		return code
 	}
-	defer func() { _ = db.Close() }()
+	if err := positiveDuration("watch", c.watch); err != nil {
+		fmt.Fprintf(s.stderr, "seqbox status: %v\n", err)
+		return ExitUsage
+	}
+	ss, code := c.open(ctx, s, fs.Name(), accessRead)
+	if ss == nil {
+		return code
+	}
+	defer ss.close()
+	if err := ss.checkQueue(ctx, c.queue); err != nil {
+		fmt.Fprintf(s.stderr, "seqbox status: %v\n", err)
+		return ExitFailure
+	}
 	for {
-		ps, err := stats(ctx, db, c.prefix)
+		ps, err := stats(ctx, ss.db, ss.prefix)
 		if err != nil {
 			if ctx.Err() != nil && c.watch > 0 {
 				return ExitOK // interrupted while watching
 			}
-			fmt.Fprintf(s.stderr, "seqbox status: %v\n(is the schema there? seqbox migrate --status --dsn …)\n", err)
+			fmt.Fprintf(s.stderr, "seqbox status: %v\n%s", err, schemaHint)
 			return ExitFailure
+		}
+		if c.queue != "" {
+			ps = slices.DeleteFunc(ps, func(p outbox.PartitionStats) bool { return p.Queue != c.queue })
 		}
 		if err := printStatus(s.stdout, &c, ps, time.Now()); err != nil {
 			fmt.Fprintf(s.stderr, "seqbox status: %v\n", err)
@@ -204,7 +293,9 @@ func runStatus(ctx context.Context, s streams, args []string) int {
 		case <-ctx.Done():
 			return ExitOK
 		case <-time.After(c.watch):
-			fmt.Fprintln(s.stdout)
+			if !c.asJSON {
+				fmt.Fprintln(s.stdout)
+			}
 		}
 	}
 }
@@ -216,9 +307,21 @@ func printStatus(w io.Writer, c *statusCLI, ps []outbox.PartitionStats, now time
 		}
 		return max(now.Sub(t), 0).Round(time.Millisecond)
 	}
+	write := writeJSON
+	if c.watch > 0 {
+		write = writeJSONLine
+	}
 	if c.partitions {
 		if c.asJSON {
-			return writeJSON(w, map[string]any{"at": now.UTC(), "partitions": ps})
+			out := StatusPartitionsJSON{At: now.UTC(), Partitions: make([]PartitionStatusJSON, len(ps))}
+			for i, p := range ps {
+				out.Partitions[i] = PartitionStatusJSON{Queue: p.Queue, Partition: p.Partition, State: partitionState(p),
+					Incoming: p.Incoming, Unprocessed: p.Unprocessed, Sequence: p.Sequence, ProcessedSeq: p.ProcessedSeq,
+					OldestAgeMs: age(p.OldestUnprocessed).Milliseconds(), Attempts: p.Attempts, LastError: p.LastError,
+					NextAttemptAt: utc(p.NextAttemptAt), LeaseUntil: utc(p.LockedUntil), ParkedAt: utc(p.ParkedAt),
+					DeadLetters: deadLetterCounts(p.DeadLetters)}
+			}
+			return write(w, out)
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "QUEUE\tPARTITION\tINCOMING\tUNPROCESSED\tOLDEST\tSTATE\tATTEMPTS\tDEAD (pending)\tLAST ERROR")
@@ -230,12 +333,13 @@ func printStatus(w io.Writer, c *statusCLI, ps []outbox.PartitionStats, now time
 	}
 	totals := outbox.QueueTotals(ps)
 	if c.asJSON {
-		queues := make([]queueStatus, len(totals))
+		out := StatusJSON{At: now.UTC(), Queues: make([]QueueStatusJSON, len(totals))}
 		for i, q := range totals {
-			queues[i] = queueStatus{Queue: q.Queue, Partitions: q.Partitions, Incoming: q.Incoming, Unprocessed: q.Unprocessed,
-				OldestAgeMs: age(q.OldestUnprocessed).Milliseconds(), Retrying: q.Retrying, Parked: q.Parked, DeadLetters: q.DeadLetters}
+			out.Queues[i] = QueueStatusJSON{Queue: q.Queue, Partitions: q.Partitions, Incoming: q.Incoming, Unprocessed: q.Unprocessed,
+				OldestAgeMs: age(q.OldestUnprocessed).Milliseconds(), Retrying: q.Retrying, Parked: q.Parked,
+				DeadLetters: deadLetterCounts(q.DeadLetters)}
 		}
-		return writeJSON(w, map[string]any{"at": now.UTC(), "queues": queues})
+		return write(w, out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tPARTITIONS\tINCOMING\tUNPROCESSED\tOLDEST\tRETRYING\tPARKED\tDEAD (pending)")
@@ -254,6 +358,14 @@ func printStatus(w io.Writer, c *statusCLI, ps []outbox.PartitionStats, now time
 	return nil
 }
 
+// utc is t in UTC; the zero time stays zero (and is left out of JSON).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
+}
+
 // partitionState is how status --partitions shows a partition.
 func partitionState(p outbox.PartitionStats) string {
 	switch {
@@ -267,12 +379,35 @@ func partitionState(p outbox.PartitionStats) string {
 	return "idle"
 }
 
+// admin is the seqbox Admin of a database and table prefix.
+func admin(ctx context.Context, db *bun.DB, prefix string) (*seqbox.Admin, error) {
+	return seqbox.NewAdmin(ctx, db, prefix)
+}
+
 // stats reads every partition's state without a running outbox.
 func stats(ctx context.Context, db *bun.DB, prefix string) ([]outbox.PartitionStats, error) {
-	adm, err := seqbox.NewAdmin(ctx, db, prefix)
+	a, err := admin(ctx, db, prefix)
 	if err != nil {
 		return nil, err
 	}
-	st, err := adm.Stats(ctx)
+	st, err := a.Stats(ctx)
 	return st.Partitions, err
+}
+
+// deadLetters is the dead-letter actions of a database and table prefix.
+func deadLetters(ctx context.Context, db *bun.DB, prefix string) (*seqbox.DeadLetters, error) {
+	a, err := admin(ctx, db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.DeadLetters(), nil
+}
+
+// partitionsAdmin is the partition actions of a database and table prefix.
+func partitionsAdmin(ctx context.Context, db *bun.DB, prefix string) (*seqbox.Partitions, error) {
+	a, err := admin(ctx, db, prefix)
+	if err != nil {
+		return nil, err
+	}
+	return a.Partitions(), nil
 }

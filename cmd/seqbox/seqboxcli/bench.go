@@ -97,13 +97,8 @@ func runBench(ctx context.Context, s streams, args []string) int {
 	var o bench.Options
 	var c benchCLI
 	fs := benchFlags(&o, &c)
-	fs.SetOutput(s.stderr)
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(s.stderr, "seqbox bench: unexpected argument %q\n", fs.Arg(0))
-		return ExitUsage
+	if code, ok := noArgs(s, fs, "bench", benchUsage, args); !ok {
+		return code
 	}
 	if c.scenarios != "" {
 		o.Scenarios = strings.Split(c.scenarios, ",")

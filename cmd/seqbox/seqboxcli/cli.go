@@ -6,6 +6,8 @@ package seqboxcli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,14 +19,35 @@ import (
 
 // Exit codes.
 const (
-	ExitOK      = 0 // success
-	ExitFailure = 1 // the command ran and failed (verification, database error)
-	ExitUsage   = 2 // bad command line
+	ExitOK      = 0 // success, "nothing to do" included
+	ExitFailure = 1 // the command ran and failed (verification, database error, a refused action)
+	ExitUsage   = 2 // bad command line: unknown command or flag, bad flag value
 )
 
-// streams are a command's outputs.
+// The environment variables the database commands read when the flag is
+// not given (the flag wins).
+const (
+	EnvDSN    = "SEQBOX_DSN"
+	EnvPrefix = "SEQBOX_PREFIX"
+)
+
+const exitHelp = `Exit codes:
+  0  success, including "nothing to do"
+  1  the command ran and failed: a database error, an unknown --queue, an action
+     refused (a preview exits 1 exactly when its --yes would)
+  2  bad command line: unknown command or flag, bad flag value
+`
+
+const envHelp = `Environment (migrate, status, dlq, partitions, purge; a flag wins over it):
+  ` + EnvDSN + `     the database when --dsn is not given
+  ` + EnvPrefix + `  the table prefix when --prefix is not given
+`
+
+// streams are a command's outputs and environment.
 type streams struct {
 	stdout, stderr io.Writer
+	// getenv reads the environment (os.Getenv, or a test's).
+	getenv func(string) string
 }
 
 // command is one subcommand. run parses its own flags from args.
@@ -40,33 +63,164 @@ type command struct {
 // no mutable state.
 func commands() []command {
 	return []command{
-		{name: "demo", summary: "a first look: messages in order, a retry, a dead letter, what to try next (--stress: a stress test)", run: runDemo, usage: demoUsage},
+		{name: "demo", summary: "run producers and consumers against a database and verify every guarantee", run: runDemoChecked, usage: demoUsage},
 		{name: "bench", summary: "measure seqbox against a plain INSERT baseline on the same database", run: runBench, usage: benchUsage},
 		{name: "migrate", summary: "create or upgrade seqbox's tables (--status: only report the version)", run: runMigrate, usage: migrateUsage},
 		{name: "status", summary: "backlog, oldest waiting message, retrying partitions and dead letters per queue", run: runStatus, usage: statusUsage},
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
-		{name: "partitions", summary: "list parked partitions and resume or skip them", run: runPartitions, usage: partitionsUsage},
+		{name: "partitions", summary: "list retrying and parked partitions; resume, retry or skip their heads", run: runPartitions, usage: partitionsUsage},
 		{name: "purge", summary: "remove a queue's undelivered messages by header, e.g. a deleted tenant's (--yes)", run: runPurge, usage: purgeUsage},
+		{name: "version", summary: "print seqbox's version and the Go version it was built with", run: runVersion, usage: versionUsage},
 	}
+}
+
+func commandNames() []string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	return append(names, "help")
+}
+
+// runDemoChecked runs demo after suggesting the nearest flag for one it
+// does not know (demo parses its own flags, in demo.go).
+func runDemoChecked(ctx context.Context, s streams, args []string) int {
+	fs := demoFlags(io.Discard, &demoConfig{})
+	if err := fs.Parse(args); err != nil && unknownFlag(err) != "" {
+		return flagError(s, fs, "demo", err)
+	}
+	return runDemo(ctx, s, args)
 }
 
 // pickAction finds args[0] among the actions of a command group (dlq,
 // partitions). When it returns ok false the caller returns code: the
 // group's usage was printed (no action, or -h) or the action is unknown.
 func pickAction[A any](s streams, group string, actions []A, name func(A) string, usage func(io.Writer), args []string) (a A, code int, ok bool) {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		usage(s.stderr)
-		if len(args) == 0 {
-			return a, ExitUsage, false
-		}
+		return a, ExitUsage, false
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
+		usage(s.stdout)
 		return a, ExitOK, false
 	}
 	i := slices.IndexFunc(actions, func(a A) bool { return name(a) == args[0] })
 	if i < 0 {
-		fmt.Fprintf(s.stderr, "seqbox %s: unknown action %q (see seqbox help %s)\n", group, args[0], group)
+		var names []string
+		for _, a := range actions {
+			names = append(names, name(a))
+		}
+		fmt.Fprintf(s.stderr, "seqbox %s: unknown action %q%s (see seqbox help %s)\n", group, args[0], didYouMean(args[0], names, ""), group)
 		return a, ExitUsage, false
 	}
 	return actions[i], ExitOK, true
+}
+
+// parseFlags parses args into fs, flags and arguments interleaved
+// (seqbox dlq show <id> --dsn …, which flag.Parse alone stops at), and
+// returns the positional arguments. When ok is false the caller returns
+// code: help was asked for (printed to stdout, ExitOK) or the command line
+// is bad (reported with the nearest flag suggested, ExitUsage).
+func parseFlags(s streams, fs *flag.FlagSet, helpName string, usage func(io.Writer), args []string) (positional []string, code int, ok bool) {
+	fs.SetOutput(io.Discard) // errors are reported below, once, with a suggestion
+	fs.Usage = func() {}
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				usage(s.stdout)
+				return nil, ExitOK, false
+			}
+			return nil, flagError(s, fs, helpName, err), false
+		}
+		if fs.NArg() == 0 {
+			return positional, ExitOK, true
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// unknownFlag is the name in flag's "not defined" error, or "".
+func unknownFlag(err error) string {
+	name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimLeft(name, "-")
+}
+
+// flagError reports a flag parse error, suggesting the nearest flag for
+// an unknown one, and returns ExitUsage.
+func flagError(s streams, fs *flag.FlagSet, helpName string, err error) int {
+	if name := unknownFlag(err); name != "" {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		fmt.Fprintf(s.stderr, "seqbox %s: unknown flag --%s%s (see seqbox help %s)\n", helpName, name,
+			didYouMean(name, names, "--"), strings.Fields(helpName)[0])
+		return ExitUsage
+	}
+	fmt.Fprintf(s.stderr, "seqbox %s: %s (see seqbox help %s)\n", helpName, strings.ReplaceAll(err.Error(), " -", " --"),
+		strings.Fields(helpName)[0])
+	return ExitUsage
+}
+
+// didYouMean is ` (did you mean "name"?)` for the candidate nearest to
+// word, or "" when none is near; with a prefix (a flag's "--") the name is
+// not quoted: (did you mean --name?).
+func didYouMean(word string, candidates []string, prefix string) string {
+	best := nearest(word, candidates)
+	switch {
+	case best == "":
+		return ""
+	case prefix == "":
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return fmt.Sprintf(" (did you mean %s%s?)", prefix, best)
+}
+
+// nearest is the candidate closest to word by edit distance (a
+// transposition counts one), or one that word begins, when it is close
+// enough to be a typo: "" otherwise.
+func nearest(word string, candidates []string) string {
+	best, bestD := "", -1
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(word), strings.ToLower(c))
+		if len(word) >= 3 && strings.HasPrefix(c, word) {
+			d = min(d, 1)
+		}
+		n := len([]rune(word))
+		if d < n && d <= max(1, n/3) && (bestD < 0 || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the optimal-string-alignment distance of a and b:
+// insertions, deletions, substitutions and adjacent transpositions.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
 }
 
 // parsePartitions reads a comma-separated list of partition numbers.
@@ -76,6 +230,9 @@ func parsePartitions(list string) ([]int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(p))
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("--partition: want partition numbers, got %q", list)
+		}
+		if slices.Contains(out, n) {
+			return nil, fmt.Errorf("--partition: %d given twice", n)
 		}
 		out = append(out, n)
 	}
@@ -93,8 +250,15 @@ func lookup(name string) (command, bool) {
 
 // Main runs the seqbox command line with args (without the program name)
 // and returns the process exit code: ExitOK, ExitFailure or ExitUsage.
+// It reads SEQBOX_DSN and SEQBOX_PREFIX from the process environment.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	s := streams{stdout: stdout, stderr: stderr}
+	return MainEnv(ctx, args, os.Getenv, stdout, stderr)
+}
+
+// MainEnv is Main with the environment read through getenv, so that a
+// caller (a test) decides what SEQBOX_DSN and SEQBOX_PREFIX hold.
+func MainEnv(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	s := streams{stdout: stdout, stderr: stderr, getenv: getenv}
 	if len(args) == 0 {
 		usage(stderr)
 		return ExitUsage
@@ -104,7 +268,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(args) > 1 {
 			c, ok := lookup(args[1])
 			if !ok {
-				fmt.Fprintf(stderr, "seqbox: unknown command %q\n\n", args[1])
+				fmt.Fprintf(stderr, "seqbox: unknown command %q%s\n\n", args[1], didYouMean(args[1], commandNames(), ""))
 				usage(stderr)
 				return ExitUsage
 			}
@@ -118,7 +282,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		fmt.Fprintf(stderr, "seqbox: unknown command %q\n\n", args[0])
+		fmt.Fprintf(stderr, "seqbox: unknown command %q%s\n\n", args[0], didYouMean(args[0], commandNames(), ""))
 		usage(stderr)
 		return ExitUsage
 	}
@@ -135,6 +299,9 @@ func usage(w io.Writer) {
 	fmt.Fprintf(tw, "  help [command]\tshow this help or a command's flags\n")
 	_ = tw.Flush()
 	fmt.Fprint(w, "\nDatabases (--dsn):\n"+dsnHelp)
+	fmt.Fprint(w, "\n"+envHelp)
+	fmt.Fprint(w, "\n"+exitHelp)
+	fmt.Fprint(w, "\nWith --json every command prints one JSON document on stdout (docs/CLI.md has the schemas).\n")
 }
 
 // isTerminal reports whether w is a terminal, so progress can redraw one

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -35,8 +37,26 @@ const maxConns = 32
 
 const dsnHelp = `  postgres://user:pass@host:5432/db?…   (postgresql:// too; pgdriver)
   mysql://user:pass@host:3306/db?…      (or the driver's own user:pass@tcp(host:3306)/db?…)
-  sqlite:path/to/file.db                (sqlite://path, file:path; created if missing)
+  sqlite:path/to/file.db                (sqlite://path, file:path; only migrate, demo and bench
+                                         create a missing file; read-only commands open it read-only)
 `
+
+// access is what a command does to the database: it decides how a SQLite
+// file is opened (the server databases are opened alike).
+type access int
+
+const (
+	// accessCreate creates a missing SQLite file (migrate, demo, bench).
+	accessCreate access = iota
+	// accessWrite opens an existing file read-write (actions with --yes).
+	accessWrite
+	// accessRead opens an existing file read-only (status, lists, previews).
+	accessRead
+)
+
+// ErrNoDatabase: a command that does not create a database was given a
+// SQLite file that does not exist (a typo, most likely).
+var ErrNoDatabase = errors.New("seqbox: no such SQLite database file")
 
 // ErrDSN matches every error ParseDSN returns.
 var ErrDSN = errors.New("seqbox: invalid DSN")
@@ -56,6 +76,10 @@ var ErrDSN = errors.New("seqbox: invalid DSN")
 //     mode with a busy timeout (sqlite.DSN); a path that already carries
 //     parameters ('?') is used as given.
 func ParseDSN(dsn string) (driver, native string, err error) {
+	return parseDSN(dsn, accessCreate)
+}
+
+func parseDSN(dsn string, acc access) (driver, native string, err error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		native, err = postgresDSN(dsn)
@@ -68,7 +92,7 @@ func ParseDSN(dsn string) (driver, native string, err error) {
 		native, err = mysqlNative(dsn)
 		return DriverMySQL, native, err
 	case strings.HasPrefix(dsn, "sqlite:"), strings.HasPrefix(dsn, "file:"):
-		native, err = sqliteDSN(dsn)
+		native, err = sqliteDSN(dsn, acc)
 		return DriverSQLite, native, err
 	default:
 		return "", "", fmt.Errorf("%w %s: want one of\n%s", ErrDSN, dsnutil.Redact(dsn), dsnHelp)
@@ -151,7 +175,7 @@ func mysqlNative(dsn string) (string, error) {
 	return dsn, nil
 }
 
-func sqliteDSN(dsn string) (string, error) {
+func sqliteDSN(dsn string, acc access) (string, error) {
 	path := dsn
 	switch {
 	case strings.HasPrefix(path, "sqlite://"):
@@ -168,11 +192,44 @@ func sqliteDSN(dsn string) (string, error) {
 	case name == ":memory:" || strings.Contains(path, "mode=memory"):
 		// Every pooled connection would get its own empty database.
 		return "", fmt.Errorf("%w %q: in-memory SQLite is not supported, use a file", ErrDSN, dsn)
-	case strings.Contains(path, "?"):
-		return "file:" + path, nil
-	default:
-		return sqlite.DSN(sqliteshim.DriverName(), path), nil
 	}
+	var mode string
+	switch acc {
+	case accessRead:
+		// No journal_mode pragma: setting it is a write. A file seqbox
+		// created is in WAL mode already.
+		mode = "mode=ro"
+		if !strings.Contains(path, "?") {
+			if sqliteshim.DriverName() == "sqlite3" { // mattn's parameter names, as sqlite.DSN
+				return "file:" + path + "?mode=ro&_busy_timeout=10000", nil
+			}
+			return "file:" + path + "?mode=ro&_pragma=busy_timeout(10000)", nil
+		}
+	case accessWrite:
+		mode = "mode=rw" // SQLite's own "do not create"
+	}
+	if strings.Contains(path, "?") {
+		if mode != "" && !strings.Contains(path, "mode=") {
+			path += "&" + mode
+		}
+		return "file:" + path, nil
+	}
+	native := sqlite.DSN(sqliteshim.DriverName(), path)
+	if mode != "" {
+		native += "&" + mode
+	}
+	return native, nil
+}
+
+// sqlitePath is the file a SQLite DSN names.
+func sqlitePath(dsn string) string {
+	for _, p := range []string{"sqlite://", "sqlite:", "file:"} {
+		if rest, ok := strings.CutPrefix(dsn, p); ok {
+			name, _, _ := strings.Cut(rest, "?")
+			return name
+		}
+	}
+	return dsn
 }
 
 func appendParams(dsn string, add []string) string {
@@ -191,10 +248,25 @@ func appendParams(dsn string, add []string) string {
 
 // OpenDB opens dsn (see ParseDSN) as a *bun.DB with the dialect and driver
 // settings seqbox expects, and checks that the database answers.
+// A SQLite file that does not exist is created.
 func OpenDB(ctx context.Context, dsn string) (*bun.DB, error) {
-	driver, native, err := ParseDSN(dsn)
+	return openDB(ctx, dsn, accessCreate)
+}
+
+// openDB is OpenDB for a command's access: with accessRead or accessWrite
+// a SQLite file that does not exist is ErrNoDatabase, not created, and
+// with accessRead the file is opened read-only.
+func openDB(ctx context.Context, dsn string, acc access) (*bun.DB, error) {
+	driver, native, err := parseDSN(dsn, acc)
 	if err != nil {
 		return nil, err
+	}
+	if driver == DriverSQLite && acc != accessCreate {
+		// Checked first for a clear error; the mode in the DSN makes sure.
+		path := sqlitePath(dsn)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %s (this command does not create one; seqbox migrate --dsn … does)", ErrNoDatabase, path)
+		}
 	}
 	var (
 		sqldb *sql.DB

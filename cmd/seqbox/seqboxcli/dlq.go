@@ -2,7 +2,7 @@ package seqboxcli
 
 import (
 	"context"
-	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -75,7 +75,7 @@ func dlqFlags(a dlqAction, c *dlqCLI) *flag.FlagSet {
 	case "list":
 		fs.Int64Var(&c.after, "after", 0, "list ids above this (the next page's --after is printed)")
 		fs.IntVar(&c.limit, "limit", deadletter.DefaultPageSize, "letters per page")
-		fs.BoolVar(&c.showPayloads, "payloads", false, "with --json: include payloads (base64) and headers")
+		fs.BoolVar(&c.showPayloads, "payloads", false, "with --json: include payloads and headers")
 	case "resolve", "discard":
 		fs.StringVar(&c.note, "note", "", "why (stored with the letters)")
 	case "purge":
@@ -94,8 +94,11 @@ func dlqUsage(w io.Writer) {
 		fmt.Fprintf(tw, "  %s%s\t%s\n", a.name, a.args, a.summary)
 	}
 	_ = tw.Flush()
-	fmt.Fprint(w, "\nActions that change letters print what they would do and change nothing without --yes.\n"+
-		"An action changes all it selects or nothing. Exit codes: 0 done, 1 failed (nothing changed), 2 bad command line.\n")
+	fmt.Fprint(w, "\nActions that change letters print what they would do and change nothing without --yes; the\n"+
+		"preview runs the same checks and fails where --yes would. An action changes all it selects or\n"+
+		"nothing. Filters that select no letter to change are not an error: there is nothing to do.\n"+
+		"Exit codes: 0 done (nothing to do included), 1 failed or refused (nothing changed; an unknown\n"+
+		"--queue or --id too), 2 bad command line.\n")
 	for _, a := range dlqActions() {
 		fmt.Fprintf(w, "\nseqbox dlq %s%s:\n", a.name, a.args)
 		fs := dlqFlags(a, &dlqCLI{})
@@ -111,10 +114,9 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 	}
 	var c dlqCLI
 	fs := dlqFlags(a, &c)
-	fs.SetOutput(s.stderr)
-	positional, err := parseInterleaved(fs, args[1:])
-	if err != nil {
-		return ExitUsage
+	positional, code, ok := parseFlags(s, fs, "dlq "+a.name, dlqUsage, args[1:])
+	if !ok {
+		return code
 	}
 	usageErr := func(format string, v ...any) int {
 		fmt.Fprintf(s.stderr, "seqbox dlq %s: %s\n", a.name, fmt.Sprintf(format, v...))
@@ -131,28 +133,45 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 	if err != nil {
 		return usageErr("%v", err)
 	}
+	switch {
+	case a.name == "list" && c.limit < 1:
+		return usageErr("--limit: want at least 1, got %d", c.limit)
+	case c.after < 0:
+		return usageErr("--after: want a dead-letter id, got %d", c.after)
+	}
+	if err := positiveDuration("older-than", c.olderThan); err != nil {
+		return usageErr("%v", err)
+	}
 	var showID dialect.MessageID
 	if a.name == "show" {
 		if showID, err = seqbox.ParseMessageID(positional[0]); err != nil {
 			return usageErr("%v", err)
 		}
 	}
-	db, code := c.connect(ctx, s, fs.Name())
-	if db == nil {
+	acc := accessRead
+	if a.acts && c.yes {
+		acc = accessWrite
+	}
+	ss, code := c.open(ctx, s, fs.Name(), acc)
+	if ss == nil {
 		return code
 	}
-	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
-	if err != nil {
-		return usageErr("%v", err)
+	defer ss.close()
+	if err := ss.checkQueue(ctx, c.queue); err != nil {
+		fmt.Fprintf(s.stderr, "seqbox dlq %s: %v\n", a.name, err)
+		return ExitFailure
 	}
-	admin := adm.DeadLetters()
+	admin, err := deadLetters(ctx, ss.db, ss.prefix)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "seqbox dlq %s: %v\n", a.name, err)
+		return ExitFailure
+	}
 	d := dlqRun{s: s, c: &c, a: a, admin: admin}
 	switch a.name {
 	case "list":
-		err = d.list(ctx, filter)
+		err = d.list(ctx, sel, filter)
 	case "count":
-		err = d.count(ctx, filter)
+		err = d.count(ctx, sel, filter)
 	case "show":
 		err = d.show(ctx, showID)
 	case "purge":
@@ -167,22 +186,12 @@ func runDLQ(ctx context.Context, s streams, args []string) int {
 	return ExitOK
 }
 
-// parseInterleaved parses flags that may come before or after the
-// positional arguments (seqbox dlq show <id> --dsn …), which flag.Parse
-// alone stops at.
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		if fs.NArg() == 0 {
-			return positional, nil
-		}
-		positional = append(positional, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-}
+// previewError is the error a preview found: what its --yes would fail
+// with.
+type previewError struct{ err error }
+
+func (e previewError) Error() string { return "--yes would fail: " + e.err.Error() }
+func (e previewError) Unwrap() error { return e.err }
 
 // nextStep says what to do about an action's error.
 func nextStep(err error) string {
@@ -192,7 +201,8 @@ func nextStep(err error) string {
 	case errors.Is(err, deadletter.ErrNotFound):
 		return "nothing was changed; list the letters with seqbox dlq list\n"
 	case errors.Is(err, deadletter.ErrWrongStatus):
-		return "nothing was changed; another operator may have acted on it: see seqbox dlq list --status replayed,resolved,discarded\n"
+		return "nothing was changed; only pending letters can be acted on (another operator may have acted on it): " +
+			"see seqbox dlq list --status replayed,resolved,discarded\n"
 	}
 	return ""
 }
@@ -228,6 +238,16 @@ func (c *dlqCLI) selection(a dlqAction) (deadletter.Selection, deadletter.Filter
 	if f.FailedTo, err = parseWhen(c.failedTo); err != nil {
 		return deadletter.Selection{}, f, fmt.Errorf("--failed-to: %w", err)
 	}
+	if !f.FailedFrom.IsZero() && !f.FailedTo.IsZero() && !f.FailedFrom.Before(f.FailedTo) {
+		return deadletter.Selection{}, f, errors.New("--failed-from must be before --failed-to")
+	}
+	if a.name == "purge" {
+		for _, st := range f.Statuses {
+			if st != deadletter.StatusResolved && st != deadletter.StatusDiscarded {
+				return deadletter.Selection{}, f, fmt.Errorf("--status: purge deletes only resolved or discarded letters, not %s", st)
+			}
+		}
+	}
 	if c.ids == "" {
 		if a.acts && a.name != "purge" && len(f.Statuses) > 0 && !slices.Equal(f.Statuses, []deadletter.Status{deadletter.StatusPending}) {
 			return deadletter.Selection{}, f, fmt.Errorf("--status: only pending letters can be %sed", strings.TrimSuffix(a.name, "e"))
@@ -243,6 +263,9 @@ func (c *dlqCLI) selection(a dlqAction) (deadletter.Selection, deadletter.Filter
 		if err != nil || n < 1 {
 			return deadletter.Selection{}, f, fmt.Errorf("--id: want dead-letter ids, got %q", c.ids)
 		}
+		if slices.Contains(ids, n) {
+			return deadletter.Selection{}, f, fmt.Errorf("--id: %d given twice", n)
+		}
 		ids = append(ids, n)
 	}
 	return deadletter.IDs(ids...), f, nil
@@ -253,7 +276,10 @@ func parseWhen(s string) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
 	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%v is negative; give how long ago, e.g. %v", d, -d)
+		}
 		return time.Now().Add(-d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
@@ -268,40 +294,34 @@ type dlqRun struct {
 	c     *dlqCLI
 	a     dlqAction
 	admin *seqbox.DeadLetters
+	// cutoff is purge's: letters finished before it go.
+	cutoff time.Time
 }
 
-// letterJSON is a letter as --json prints it.
-type letterJSON struct {
-	ID          int64             `json:"id"`
-	Queue       string            `json:"queue"`
-	Partition   int               `json:"partition"`
-	Seq         int64             `json:"seq"`
-	MessageID   string            `json:"message_id"`
-	Key         []byte            `json:"key,omitempty"` // base64: a key is bytes
-	PayloadType string            `json:"payload_type"`
-	Payload     []byte            `json:"payload,omitempty"`
-	Headers     map[string]string `json:"headers,omitempty"`
-	EnqueuedAt  time.Time         `json:"enqueued_at"`
-	FailedAt    time.Time         `json:"failed_at"`
-	LastError   string            `json:"last_error"`
-	Attempts    int               `json:"attempts"`
-	Status      string            `json:"status"`
-	Note        string            `json:"note,omitempty"`
-	CompletedAt *time.Time        `json:"completed_at,omitempty"`
-	ReplayID    string            `json:"replay_id,omitempty"`
-}
-
-func toJSON(l deadletter.Letter, full bool) letterJSON {
-	j := letterJSON{ID: l.ID, Queue: l.Queue, Partition: l.Partition, Seq: l.Seq, MessageID: l.MessageID.String(), Key: []byte(l.Key),
-		PayloadType: l.PayloadType, EnqueuedAt: l.EnqueuedAt, FailedAt: l.FailedAt, LastError: l.LastError,
-		Attempts: l.Attempts, Status: string(l.Status), Note: l.Note, CompletedAt: l.CompletedAt}
+func toJSON(l deadletter.Letter, full bool) LetterJSON {
+	j := LetterJSON{ID: l.ID, Queue: l.Queue, Partition: l.Partition, Seq: l.Seq, MessageID: l.MessageID.String(),
+		PayloadType: l.PayloadType, EnqueuedAt: utc(l.EnqueuedAt), FailedAt: utc(l.FailedAt), LastError: l.LastError,
+		Attempts: l.Attempts, Status: string(l.Status), Note: l.Note}
+	j.Key, j.KeyEncoding = bytesJSON([]byte(l.Key))
+	if l.CompletedAt != nil {
+		j.CompletedAt = utc(*l.CompletedAt)
+	}
 	if l.ReplayID != nil {
 		j.ReplayID = l.ReplayID.String()
 	}
 	if full {
-		j.Payload, j.Headers = l.Payload, l.Headers
+		j.Payload, j.PayloadEncoding = bytesJSON(l.Payload)
+		j.Headers = l.Headers
 	}
 	return j
+}
+
+func lettersJSON(letters []deadletter.Letter, full bool) []LetterJSON {
+	out := make([]LetterJSON, len(letters))
+	for i, l := range letters {
+		out[i] = toJSON(l, full)
+	}
+	return out
 }
 
 func (d *dlqRun) writeJSON(v any) error { return writeJSON(d.s.stdout, v) }
@@ -325,20 +345,17 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-func (d *dlqRun) list(ctx context.Context, f deadletter.Filter) error {
-	page, err := d.pageOf(ctx, f)
+func (d *dlqRun) list(ctx context.Context, sel deadletter.Selection, f deadletter.Filter) error {
+	page, err := d.pageOf(ctx, sel, f)
 	if err != nil {
 		return err
 	}
 	if d.c.asJSON {
-		out := struct {
-			Letters []letterJSON `json:"letters"`
-			Next    int64        `json:"next_after,omitempty"`
-		}{Letters: []letterJSON{}, Next: page.Next}
-		for _, l := range page.Letters {
-			out.Letters = append(out.Letters, toJSON(l, d.c.showPayloads))
-		}
-		return d.writeJSON(out)
+		return d.writeJSON(DLQListJSON{Letters: lettersJSON(page.Letters, d.c.showPayloads), NextAfter: page.Next})
+	}
+	if len(page.Letters) == 0 {
+		fmt.Fprintln(d.s.stdout, "no dead letter matches")
+		return nil
 	}
 	d.table(page.Letters)
 	if page.Next != 0 {
@@ -347,12 +364,9 @@ func (d *dlqRun) list(ctx context.Context, f deadletter.Filter) error {
 	return nil
 }
 
-// pageOf lists one page, by ids (--id) or by the filters.
-func (d *dlqRun) pageOf(ctx context.Context, f deadletter.Filter) (deadletter.Page, error) {
-	sel, _, err := d.c.selection(d.a)
-	if err != nil {
-		return deadletter.Page{}, err
-	}
+// pageOf lists one page, by ids (--id: every id must name a letter) or by
+// the filters.
+func (d *dlqRun) pageOf(ctx context.Context, sel deadletter.Selection, f deadletter.Filter) (deadletter.Page, error) {
 	if sel.IDs == nil {
 		return d.admin.List(ctx, f, d.c.after, d.c.limit)
 	}
@@ -362,33 +376,38 @@ func (d *dlqRun) pageOf(ctx context.Context, f deadletter.Filter) (deadletter.Pa
 		if err != nil {
 			return deadletter.Page{}, err
 		}
-		if len(p.Letters) == 1 && p.Letters[0].ID == id {
-			out.Letters = append(out.Letters, p.Letters[0])
+		if len(p.Letters) != 1 || p.Letters[0].ID != id {
+			return deadletter.Page{}, fmt.Errorf("%w: id %d", deadletter.ErrNotFound, id)
 		}
+		out.Letters = append(out.Letters, p.Letters[0])
 	}
 	return out, nil
 }
 
-func (d *dlqRun) count(ctx context.Context, f deadletter.Filter) error {
-	counts, err := d.admin.Count(ctx, f)
-	if err != nil {
-		return err
-	}
-	if d.c.asJSON {
-		out := map[string]int64{}
-		for st, n := range counts {
-			out[string(st)] = n
+func (d *dlqRun) count(ctx context.Context, sel deadletter.Selection, f deadletter.Filter) error {
+	var counts map[deadletter.Status]int64
+	if sel.IDs != nil {
+		page, err := d.pageOf(ctx, sel, f)
+		if err != nil {
+			return err
 		}
-		return d.writeJSON(out)
+		counts = map[deadletter.Status]int64{}
+		for _, l := range page.Letters {
+			counts[l.Status]++
+		}
+	} else {
+		var err error
+		if counts, err = d.admin.Count(ctx, f); err != nil {
+			return err
+		}
+	}
+	c := deadLetterCounts(counts)
+	if d.c.asJSON {
+		return d.writeJSON(c)
 	}
 	tw := tabwriter.NewWriter(d.s.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tLETTERS")
-	var total int64
-	for _, st := range []deadletter.Status{deadletter.StatusPending, deadletter.StatusReplayed, deadletter.StatusResolved, deadletter.StatusDiscarded} {
-		fmt.Fprintf(tw, "%s\t%d\n", st, counts[st])
-		total += counts[st]
-	}
-	fmt.Fprintf(tw, "total\t%d\n", total)
+	fmt.Fprintf(tw, "pending\t%d\nreplayed\t%d\nresolved\t%d\ndiscarded\t%d\ntotal\t%d\n", c.Pending, c.Replayed, c.Resolved, c.Discarded, c.Total)
 	return tw.Flush()
 }
 
@@ -429,19 +448,16 @@ func (d *dlqRun) show(ctx context.Context, id dialect.MessageID) error {
 	if utf8.Valid(l.Payload) {
 		fmt.Fprintf(w, "payload (%d bytes):\n%s\n", len(l.Payload), l.Payload)
 	} else {
-		fmt.Fprintf(w, "payload (%d bytes, base64):\n%s\n", len(l.Payload), base64.StdEncoding.EncodeToString(l.Payload))
+		fmt.Fprintf(w, "payload (%d bytes, hex):\n%s\n", len(l.Payload), hex.EncodeToString(l.Payload))
 	}
 	return nil
 }
 
 // act runs replay, resolve or discard, or without --yes shows what it
-// would change.
+// would change, after the same checks.
 func (d *dlqRun) act(ctx context.Context, sel deadletter.Selection, f deadletter.Filter) error {
 	if !d.c.yes {
-		if sel.IDs == nil {
-			f.Statuses = []deadletter.Status{deadletter.StatusPending}
-		}
-		return d.preview(ctx, f, fmt.Sprintf("would %s these letters", d.a.name))
+		return d.previewAct(ctx, sel, f)
 	}
 	var changed deadletter.Changed
 	var err error
@@ -453,59 +469,128 @@ func (d *dlqRun) act(ctx context.Context, sel deadletter.Selection, f deadletter
 	case "discard":
 		changed, err = d.admin.Discard(ctx, sel, d.c.note)
 	}
+	if errors.Is(err, deadletter.ErrNoMatch) && sel.IDs == nil {
+		return d.nothing("no pending dead letter matches")
+	}
 	if err != nil {
 		return err
 	}
 	return d.report(changed)
 }
 
+// previewAct shows what replay, resolve or discard would change: by ids,
+// every id must name a pending letter (else --yes fails and so does the
+// preview); by filter, the pending letters it matches.
+func (d *dlqRun) previewAct(ctx context.Context, sel deadletter.Selection, f deadletter.Filter) error {
+	if sel.IDs != nil {
+		page, err := d.pageOf(ctx, sel, f)
+		if err != nil {
+			return previewError{err}
+		}
+		for _, l := range page.Letters {
+			if l.Status != deadletter.StatusPending {
+				return previewError{&deadletter.StatusError{ID: l.ID, Status: l.Status, Action: d.a.name}}
+			}
+		}
+		return d.preview(int64(len(page.Letters)), page.Letters, fmt.Sprintf("would %s %d dead letter(s)", d.a.name, len(page.Letters)))
+	}
+	f.Statuses = []deadletter.Status{deadletter.StatusPending}
+	counts, err := d.admin.Count(ctx, f)
+	if err != nil {
+		return err
+	}
+	n := counts[deadletter.StatusPending]
+	if n == 0 {
+		return d.nothing("no pending dead letter matches")
+	}
+	page, err := d.admin.List(ctx, f, 0, deadletter.DefaultPageSize)
+	if err != nil {
+		return err
+	}
+	return d.preview(n, page.Letters, fmt.Sprintf("would %s %d dead letter(s)", d.a.name, n))
+}
+
+// purge deletes, or without --yes shows, the resolved and discarded
+// letters the filter matches that were finished before the cutoff.
 func (d *dlqRun) purge(ctx context.Context, f deadletter.Filter) error {
 	cutoff := time.Now().Add(-d.c.olderThan)
-	if !d.c.yes {
-		if len(f.Statuses) == 0 {
-			f.Statuses = []deadletter.Status{deadletter.StatusResolved, deadletter.StatusDiscarded}
+	d.cutoff = cutoff
+	none := fmt.Sprintf("no resolved or discarded dead letter finished before %s matches", cutoff.UTC().Format(time.RFC3339))
+	if d.c.yes {
+		changed, err := d.admin.Purge(ctx, f, cutoff)
+		if errors.Is(err, deadletter.ErrNoMatch) {
+			return d.nothing(none)
 		}
-		return d.preview(ctx, f, fmt.Sprintf("would delete those of these letters finished before %s", cutoff.Format(time.RFC3339)))
+		if err != nil {
+			return err
+		}
+		return d.report(changed)
 	}
-	changed, err := d.admin.Purge(ctx, f, cutoff)
-	if err != nil {
-		return err
+	if len(f.Statuses) == 0 {
+		f.Statuses = []deadletter.Status{deadletter.StatusResolved, deadletter.StatusDiscarded}
 	}
-	return d.report(changed)
+	// Purge's own condition (completed_at before the cutoff) over every
+	// page: the filter alone selects letters the cutoff keeps.
+	var (
+		n     int64
+		first []deadletter.Letter
+	)
+	for after := int64(0); ; {
+		page, err := d.admin.List(ctx, f, after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, l := range page.Letters {
+			if l.CompletedAt != nil && l.CompletedAt.Before(cutoff) {
+				n++
+				if len(first) < deadletter.DefaultPageSize {
+					first = append(first, l)
+				}
+			}
+		}
+		if page.Next == 0 {
+			break
+		}
+		after = page.Next
+	}
+	if n == 0 {
+		return d.nothing(none)
+	}
+	return d.preview(n, first, fmt.Sprintf("would delete %d dead letter(s) resolved or discarded before %s", n, cutoff.UTC().Format(time.RFC3339)))
 }
 
-// preview prints the first page of what an action selects.
-func (d *dlqRun) preview(ctx context.Context, f deadletter.Filter, what string) error {
-	d.c.limit = deadletter.DefaultPageSize
-	page, err := d.pageOf(ctx, f)
-	if err != nil {
-		return err
-	}
+// nothing reports an action with nothing to change: a success.
+func (d *dlqRun) nothing(why string) error {
 	if d.c.asJSON {
-		out := struct {
-			DryRun  bool         `json:"dry_run"`
-			Letters []letterJSON `json:"letters"`
-			More    bool         `json:"more"`
-		}{DryRun: true, Letters: []letterJSON{}, More: page.Next != 0}
-		for _, l := range page.Letters {
-			out.Letters = append(out.Letters, toJSON(l, false))
-		}
-		return d.writeJSON(out)
+		return d.writeJSON(DLQActionJSON{Action: d.a.name, DryRun: !d.c.yes, Letters: []LetterJSON{}, Changed: []int64{},
+			CompletedBefore: utc(d.cutoff)})
 	}
-	fmt.Fprintf(d.s.stdout, "%s (nothing changed; add --yes to do it):\n\n", what)
-	d.table(page.Letters)
-	if page.Next != 0 {
-		fmt.Fprintf(d.s.stdout, "\n… and more (seqbox dlq count shows how many)\n")
+	_, err := fmt.Fprintf(d.s.stdout, "%s: nothing to %s\n", why, d.a.name)
+	return err
+}
+
+// preview prints the n letters an action would change, under headline,
+// the first of them listed.
+func (d *dlqRun) preview(n int64, letters []deadletter.Letter, headline string) error {
+	if d.c.asJSON {
+		return d.writeJSON(DLQActionJSON{Action: d.a.name, DryRun: true, Count: n, Letters: lettersJSON(letters, false),
+			More: n > int64(len(letters)), Changed: []int64{}, CompletedBefore: utc(d.cutoff)})
+	}
+	fmt.Fprintf(d.s.stdout, "%s (nothing changed; add --yes to do it):\n\n", headline)
+	d.table(letters)
+	if more := n - int64(len(letters)); more > 0 {
+		fmt.Fprintf(d.s.stdout, "\n… and %d more\n", more)
 	}
 	return nil
 }
 
 func (d *dlqRun) report(changed deadletter.Changed) error {
 	if d.c.asJSON {
-		out := struct {
-			Changed   []int64  `json:"changed"`
-			ReplayIDs []string `json:"replay_ids,omitempty"`
-		}{Changed: changed.IDs}
+		out := DLQActionJSON{Action: d.a.name, Count: int64(len(changed.IDs)), Letters: []LetterJSON{}, Changed: changed.IDs,
+			CompletedBefore: utc(d.cutoff)}
+		if out.Changed == nil {
+			out.Changed = []int64{}
+		}
 		for _, id := range changed.ReplayIDs {
 			out.ReplayIDs = append(out.ReplayIDs, id.String())
 		}

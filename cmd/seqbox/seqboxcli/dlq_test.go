@@ -94,13 +94,13 @@ func testDLQCommands(t *testing.T, dsn string) {
 		require.Equal(t, want, code, "dlq %v\nstdout:\n%s\nstderr:\n%s", args, out, errOut)
 		return out, errOut
 	}
-	counts := func() map[string]int64 {
+	counts := func() seqboxcli.DeadLetterCounts {
 		out, _ := dlq(seqboxcli.ExitOK, "count", "--json")
-		var c map[string]int64
+		var c seqboxcli.DeadLetterCounts
 		require.NoError(t, json.Unmarshal([]byte(out), &c))
 		return c
 	}
-	require.Equal(t, map[string]int64{"pending": 2}, counts())
+	require.Equal(t, seqboxcli.DeadLetterCounts{Pending: 2, Total: 2}, counts())
 	out, _ := dlq(seqboxcli.ExitOK, "count")
 	require.Contains(t, out, "pending")
 
@@ -108,16 +108,10 @@ func testDLQCommands(t *testing.T, dsn string) {
 	require.Contains(t, out, "cannot handle bad1")
 	require.Contains(t, out, "LAST ERROR")
 	out, _ = dlq(seqboxcli.ExitOK, "list", "--queue", "cli", "--partition", "1", "--json", "--payloads")
-	var page struct {
-		Letters []struct {
-			ID      int64  `json:"id"`
-			Payload []byte `json:"payload"`
-			Status  string `json:"status"`
-		} `json:"letters"`
-	}
+	var page seqboxcli.DLQListJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &page))
 	require.Len(t, page.Letters, 1)
-	require.Equal(t, []byte("bad2"), page.Letters[0].Payload)
+	require.Equal(t, "bad2", page.Letters[0].Payload)
 	out, _ = dlq(seqboxcli.ExitOK, "list", "--limit", "1")
 	require.Contains(t, out, "more: --after")
 
@@ -129,8 +123,8 @@ func testDLQCommands(t *testing.T, dsn string) {
 
 	// Without --yes nothing changes.
 	out, _ = dlq(seqboxcli.ExitOK, "replay", "--queue", "cli")
-	require.Contains(t, out, "would replay these letters (nothing changed; add --yes")
-	require.Equal(t, map[string]int64{"pending": 2}, counts())
+	require.Contains(t, out, "would replay 2 dead letter(s) (nothing changed; add --yes")
+	require.Equal(t, seqboxcli.DeadLetterCounts{Pending: 2, Total: 2}, counts())
 
 	fixed.Store(true)
 	out, _ = dlq(seqboxcli.ExitOK, "replay", "--queue", "cli", "--yes", "--json")
@@ -141,14 +135,14 @@ func testDLQCommands(t *testing.T, dsn string) {
 	require.NoError(t, json.Unmarshal([]byte(out), &replayed))
 	require.Len(t, replayed.Changed, 2)
 	require.Len(t, replayed.ReplayIDs, 2)
-	require.Eventually(t, func() bool { return counts()["resolved"] == 2 }, time.Minute, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return counts().Resolved == 2 }, time.Minute, 50*time.Millisecond,
 		"a replay's ack resolves its letter (another process picks the replay up at its reconcile scan)")
 
 	_, errOut = dlq(seqboxcli.ExitFailure, "resolve", "--id", strconv.FormatInt(replayed.Changed[0], 10), "--yes")
 	require.Contains(t, errOut, "it is resolved")
 	require.Contains(t, errOut, "another operator")
-	_, errOut = dlq(seqboxcli.ExitFailure, "discard", "--queue", "cli", "--yes")
-	require.Contains(t, errOut, "no dead letter matches")
+	out, _ = dlq(seqboxcli.ExitOK, "discard", "--queue", "cli", "--yes")
+	require.Contains(t, out, "no pending dead letter matches: nothing to discard", "nothing to do is not a failure")
 
 	fixed.Store(false)
 	bad3 := enqueue(0, "bad3")
@@ -162,10 +156,10 @@ func testDLQCommands(t *testing.T, dsn string) {
 
 	out, _ = dlq(seqboxcli.ExitOK, "purge", "--older-than", "0s")
 	require.Contains(t, out, "would delete")
-	require.Equal(t, map[string]int64{"resolved": 2, "discarded": 1}, counts())
+	require.Equal(t, seqboxcli.DeadLetterCounts{Resolved: 2, Discarded: 1, Total: 3}, counts())
 	out, _ = dlq(seqboxcli.ExitOK, "purge", "--older-than", "0s", "--yes")
 	require.Contains(t, out, "purged 3 dead letter(s)")
-	require.Empty(t, counts())
+	require.Zero(t, counts())
 }
 
 func TestDLQUsage(t *testing.T) {

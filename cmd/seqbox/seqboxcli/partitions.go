@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -18,13 +17,17 @@ import (
 type partitionsAction struct {
 	name, summary string
 	acts          bool // changes partitions: previews without --yes
+	// all is the state --all selects.
+	all seqbox.State
 }
 
 func partitionsActions() []partitionsAction {
 	return []partitionsAction{
-		{name: "list", summary: "list parked partitions with the error of the head they stopped at"},
-		{name: "resume", summary: "retry the head of parked partitions now, with fresh attempts (--yes)", acts: true},
-		{name: "skip", summary: "dead-letter the head of parked partitions and deliver the rest (--yes)", acts: true},
+		{name: "list", summary: "list retrying and parked partitions with the error of their head"},
+		{name: "resume", summary: "retry the head of parked partitions now, with fresh attempts (--yes)", acts: true, all: seqbox.StateParked},
+		{name: "retry", summary: "retry the head of retrying partitions now instead of at its retry time, keeping its attempt count (--yes)",
+			acts: true, all: seqbox.StateRetrying},
+		{name: "skip", summary: "dead-letter the head of parked or retrying partitions and deliver the rest (--yes)", acts: true, all: seqbox.StateParked},
 	}
 }
 
@@ -44,24 +47,30 @@ func partitionsFlags(a partitionsAction, c *partitionsCLI) *flag.FlagSet {
 	}
 	fs.StringVar(&c.queue, "queue", "", "the queue (required)")
 	fs.StringVar(&c.partitions, "partition", "", "partition numbers, comma-separated")
-	fs.BoolVar(&c.all, "all", false, "every parked partition of --queue (instead of --partition)")
+	fs.BoolVar(&c.all, "all", false, fmt.Sprintf("every %s partition of --queue (instead of --partition)", a.all))
 	fs.BoolVar(&c.yes, "yes", false, "do it (without it, print what would change)")
 	return fs
 }
 
 func partitionsUsage(w io.Writer) {
 	fmt.Fprint(w, "usage: seqbox partitions <action> --dsn DSN [flags]\n\n"+
-		"A queue with the Park failure policy (processor.OnFailure(processor.Park)) stops a partition at a\n"+
-		"head message that failed MaxAttempts times: nothing behind it is delivered until an operator\n"+
-		"resumes the partition (the head is retried now) or skips the head (it goes to dead letters).\n\nActions:\n")
+		"A partition whose head message failed is retrying: the head is retried after a backoff, and\n"+
+		"under the DeadLetter policy it becomes a dead letter after MaxAttempts. A queue with the Park\n"+
+		"policy (processor.OnFailure(processor.Park)) parks the partition instead: nothing behind the\n"+
+		"head is delivered until an operator resumes the partition (the head is retried now) or skips\n"+
+		"the head (it goes to dead letters). retry and skip refuse a partition whose head is being\n"+
+		"delivered at that moment.\n\nActions:\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, a := range partitionsActions() {
 		fmt.Fprintf(tw, "  %s\t%s\n", a.name, a.summary)
 	}
 	_ = tw.Flush()
-	fmt.Fprint(w, "\nresume and skip print what they would do and change nothing without --yes. Each partition is\n"+
-		"one transaction; a partition another operator resumed or skipped first is reported, not changed.\n"+
-		"Exit codes: 0 done, 1 failed (for any partition), 2 bad command line.\n")
+	fmt.Fprint(w, "\nresume, retry and skip print what they would do and change nothing without --yes; the preview\n"+
+		"runs the same checks and fails where --yes would. Each partition is one transaction; a partition\n"+
+		"another operator acted on first is reported, not changed. skip --all takes the parked partitions;\n"+
+		"name a retrying one with --partition.\n"+
+		"Exit codes: 0 done (nothing to do included), 1 failed or refused (for any partition; an unknown\n"+
+		"--queue too), 2 bad command line.\n")
 	for _, a := range partitionsActions() {
 		fmt.Fprintf(w, "\nseqbox partitions %s:\n", a.name)
 		fs := partitionsFlags(a, &partitionsCLI{})
@@ -77,57 +86,65 @@ func runPartitions(ctx context.Context, s streams, args []string) int {
 	}
 	var c partitionsCLI
 	fs := partitionsFlags(a, &c)
-	usageErr := func(format string, v ...any) int {
-		fmt.Fprintf(s.stderr, "seqbox partitions %s: %s\n", a.name, fmt.Sprintf(format, v...))
-		return ExitUsage
+	name := "seqbox partitions " + a.name
+	fail := func(err error) int {
+		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
+		return ExitFailure
 	}
-	fs.SetOutput(s.stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return ExitUsage
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+	if code, ok := noArgs(s, fs, "partitions "+a.name, partitionsUsage, args[1:]); !ok {
+		return code
 	}
 	numbers, err := c.targets(a)
 	if err != nil {
-		return usageErr("%v", err)
+		fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
+		return ExitUsage
 	}
-	db, code := c.connect(ctx, s, fs.Name())
-	if db == nil {
+	acc := accessRead
+	if c.yes {
+		acc = accessWrite
+	}
+	ss, code := c.open(ctx, s, name, acc)
+	if ss == nil {
 		return code
 	}
-	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
-	if err != nil {
-		return usageErr("%v", err)
+	defer ss.close()
+	if err := ss.checkQueue(ctx, c.queue); err != nil {
+		return fail(err)
 	}
-	admin := adm.Partitions()
-	parked, err := admin.Parked(ctx, c.queue)
+	admin, err := partitionsAdmin(ctx, ss.db, ss.prefix)
 	if err != nil {
-		fmt.Fprintf(s.stderr, "seqbox partitions %s: %v\n(is the schema there? seqbox migrate --status --dsn …)\n", a.name, err)
+		return fail(err)
+	}
+	failing, err := admin.Failing(ctx, c.queue)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "%s: %v\n%s", name, err, schemaHint)
 		return ExitFailure
 	}
 	if !a.acts {
-		if err := printParked(s.stdout, c.asJSON, parked); err != nil {
-			fmt.Fprintf(s.stderr, "seqbox partitions %s: %v\n", a.name, err)
-			return ExitFailure
+		if err := printFailing(s.stdout, c.asJSON, failing); err != nil {
+			return fail(err)
 		}
 		return ExitOK
 	}
 	if c.all {
 		numbers = nil
-		for _, p := range parked {
-			numbers = append(numbers, p.Partition)
+		for _, p := range failing {
+			if p.State == a.all {
+				numbers = append(numbers, p.Partition)
+			}
 		}
 		if len(numbers) == 0 {
-			fmt.Fprintf(s.stderr, "seqbox partitions %s: queue %s has no parked partition; nothing to do\n", a.name, c.queue)
-			return ExitFailure
+			if c.asJSON {
+				if err := writeJSON(s.stdout, PartitionsActionJSON{Action: a.name, DryRun: !c.yes, Results: []PartitionResultJSON{}}); err != nil {
+					return fail(err)
+				}
+				return ExitOK
+			}
+			fmt.Fprintf(s.stdout, "queue %s has no %s partition: nothing to do\n", c.queue, a.all)
+			return ExitOK
 		}
 	}
-	if !c.yes {
-		return c.preview(s, a, numbers, parked)
-	}
-	return c.act(ctx, s, a, admin, numbers)
+	return c.run(ctx, s, a, admin, numbers)
 }
 
 // targets reads --partition or --all of an acting command.
@@ -147,112 +164,151 @@ func (c *partitionsCLI) targets(a partitionsAction) ([]int, error) {
 	return parsePartitions(c.partitions)
 }
 
-// parkedJSON is a parked partition as --json prints it.
-type parkedJSON struct {
-	Queue     string    `json:"queue"`
-	Partition int       `json:"partition"`
-	HeadSeq   int64     `json:"head_seq"`
-	Attempts  int       `json:"attempts"`
-	LastError string    `json:"last_error"`
-	ParkedAt  time.Time `json:"parked_at"`
-}
-
-func printParked(w io.Writer, asJSON bool, parked []seqbox.Parked) error {
+func printFailing(w io.Writer, asJSON bool, list []seqbox.PartitionState) error {
 	if asJSON {
-		out := make([]parkedJSON, len(parked))
-		for i, p := range parked {
-			out[i] = parkedJSON{Queue: p.Queue, Partition: p.Partition, HeadSeq: p.HeadSeq, Attempts: p.Attempts,
-				LastError: p.LastError, ParkedAt: p.ParkedAt}
+		out := PartitionsListJSON{Partitions: make([]PartitionJSON, len(list))}
+		for i, p := range list {
+			out.Partitions[i] = PartitionJSON{Queue: p.Queue, Partition: p.Partition, State: string(p.State), HeadSeq: p.HeadSeq,
+				Attempts: p.Attempts, LastError: p.LastError, NextAttemptAt: utc(p.NextAttemptAt), ParkedAt: utc(p.ParkedAt),
+				InFlight: p.InFlight}
 		}
-		return writeJSON(w, map[string]any{"parked": out})
+		return writeJSON(w, out)
 	}
-	if len(parked) == 0 {
-		_, err := fmt.Fprintln(w, "no parked partitions")
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no retrying or parked partitions")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPARTITION\tHEAD SEQ\tATTEMPTS\tPARKED AT\tLAST ERROR")
-	for _, p := range parked {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", p.Queue, p.Partition, p.HeadSeq, p.Attempts,
-			p.ParkedAt.Format(time.RFC3339), oneLine(p.LastError, 60))
+	fmt.Fprintln(tw, "QUEUE\tPARTITION\tSTATE\tHEAD SEQ\tATTEMPTS\tSINCE / NEXT TRY\tLAST ERROR")
+	for _, p := range list {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", p.Queue, p.Partition, stateText(p), p.HeadSeq, p.Attempts,
+			when(p), oneLine(p.LastError, 60))
 	}
 	return tw.Flush()
 }
 
-// preview prints what resume or skip would do; a named partition that is
-// not parked makes it fail, as the action would.
-func (c *partitionsCLI) preview(s streams, a partitionsAction, numbers []int, parked []seqbox.Parked) int {
-	code := ExitOK
-	for _, n := range numbers {
-		i := slices.IndexFunc(parked, func(p seqbox.Parked) bool { return p.Partition == n })
-		if i < 0 {
-			fmt.Fprintf(s.stderr, "%s/%d is not parked (see seqbox partitions list)\n", c.queue, n)
-			code = ExitFailure
-			continue
-		}
-		p := parked[i]
-		what := "retry its head (seq %d) now, with fresh attempts"
-		if a.name == "skip" {
-			what = "dead-letter its head (seq %d) and deliver the rest"
-		}
-		fmt.Fprintf(s.stdout, "would %s %s/%d: "+what+"; it failed %d time(s): %s\n", a.name, c.queue, n, p.HeadSeq,
-			p.Attempts, oneLine(p.LastError, 80))
+func stateText(p seqbox.PartitionState) string {
+	if p.InFlight {
+		return string(p.State) + " (delivering)"
 	}
-	fmt.Fprintln(s.stdout, "nothing changed: add --yes to do it")
-	return code
+	return string(p.State)
 }
 
-func (c *partitionsCLI) act(ctx context.Context, s streams, a partitionsAction, admin *seqbox.Partitions, numbers []int) int {
-	type result struct {
-		Queue     string `json:"queue"`
-		Partition int    `json:"partition"`
-		HeadSeq   int64  `json:"head_seq,omitempty"`
-		MessageID string `json:"dead_lettered_message_id,omitempty"`
-		Error     string `json:"error,omitempty"`
+// when is a parked partition's parking time or a retrying one's next try.
+func when(p seqbox.PartitionState) string {
+	switch {
+	case !p.ParkedAt.IsZero():
+		return "parked " + p.ParkedAt.UTC().Format(time.RFC3339)
+	case !p.NextAttemptAt.IsZero():
+		return "next " + p.NextAttemptAt.UTC().Format(time.RFC3339)
+	case p.State == seqbox.StateRetrying:
+		return "due now"
 	}
-	code := ExitOK
-	var results []result
+	return "-"
+}
+
+// run previews (without --yes) or does the action on each partition. A
+// preview reads each partition's state and runs the action's own check
+// (seqbox.PartitionState.Check), so it fails where --yes would.
+func (c *partitionsCLI) run(ctx context.Context, s streams, a partitionsAction, admin *seqbox.Partitions, numbers []int) int {
+	name := "seqbox partitions " + a.name
+	code, acting := ExitOK, 0
+	out := PartitionsActionJSON{Action: a.name, DryRun: !c.yes, Results: []PartitionResultJSON{}}
 	for _, n := range numbers {
-		r := result{Queue: c.queue, Partition: n}
-		var err error
-		if a.name == "resume" {
-			var p seqbox.Parked
-			p, err = admin.Resume(ctx, c.queue, n)
-			r.HeadSeq = p.HeadSeq
-		} else {
-			var sk seqbox.Skipped
-			sk, err = admin.Skip(ctx, c.queue, n)
-			r.HeadSeq = sk.HeadSeq
-			if sk.MessageID != (dialect.MessageID{}) {
-				r.MessageID = sk.MessageID.String()
-			}
+		r := PartitionResultJSON{Queue: c.queue, Partition: n}
+		st, err := admin.State(ctx, c.queue, n)
+		var pe *seqbox.PartitionError
+		if errors.As(err, &pe) {
+			pe.Action = a.name // as the action itself reports it
+		}
+		if err == nil {
+			r.State, r.HeadSeq, r.Attempts, r.LastError = string(st.State), st.HeadSeq, st.Attempts, st.LastError
+			err = st.Check(a.name)
+		}
+		if err == nil && c.yes {
+			err = c.act(ctx, admin, a, n, &r)
 		}
 		if err != nil {
 			code, r.Error = ExitFailure, err.Error()
-			fmt.Fprintf(s.stderr, "seqbox partitions %s: %v\n%s", a.name, err, partitionsNextStep(err))
-		}
-		results = append(results, r)
-		if !c.asJSON && err == nil {
-			if a.name == "resume" {
-				fmt.Fprintf(s.stdout, "resumed %s/%d: its head (seq %d) is retried now\n", c.queue, n, r.HeadSeq)
-			} else {
-				fmt.Fprintf(s.stdout, "skipped %s/%d: its head (seq %d, message %s) is a dead letter; the rest follows\n",
-					c.queue, n, r.HeadSeq, r.MessageID)
+			what := ""
+			if !c.yes {
+				what = "--yes would fail: "
+			}
+			fmt.Fprintf(s.stderr, "%s: %s%v\n%s", name, what, err, partitionsNextStep(err, st))
+		} else {
+			acting++
+			if !c.asJSON {
+				fmt.Fprintln(s.stdout, describe(a.name, c.yes, c.queue, n, st, r))
 			}
 		}
+		out.Results = append(out.Results, r)
 	}
 	if c.asJSON {
-		if err := writeJSON(s.stdout, map[string]any{"action": a.name, "results": results}); err != nil {
+		if err := writeJSON(s.stdout, out); err != nil {
+			fmt.Fprintf(s.stderr, "%s: %v\n", name, err)
 			return ExitFailure
 		}
+	} else if !c.yes && acting > 0 {
+		fmt.Fprintln(s.stdout, "nothing changed: add --yes to do it")
 	}
 	return code
 }
 
-func partitionsNextStep(err error) string {
+// act does the action on one partition, recording the outcome in r.
+func (c *partitionsCLI) act(ctx context.Context, admin *seqbox.Partitions, a partitionsAction, n int, r *PartitionResultJSON) error {
+	switch a.name {
+	case seqbox.ActionResume:
+		p, err := admin.Resume(ctx, c.queue, n)
+		r.State, r.HeadSeq, r.Attempts, r.LastError = string(seqbox.StateParked), p.HeadSeq, p.Attempts, p.LastError
+		return err
+	case seqbox.ActionRetry:
+		p, err := admin.RetryNow(ctx, c.queue, n)
+		r.State, r.HeadSeq, r.Attempts, r.LastError = string(p.State), p.HeadSeq, p.Attempts, p.LastError
+		return err
+	default:
+		sk, err := admin.Skip(ctx, c.queue, n)
+		r.State, r.HeadSeq, r.Attempts, r.LastError = string(sk.State), sk.HeadSeq, sk.Attempts, sk.LastError
+		if sk.MessageID != (dialect.MessageID{}) {
+			r.DeadLetteredMessageID = sk.MessageID.String()
+		}
+		return err
+	}
+}
+
+// describe is the line a preview or a done action prints for a partition.
+func describe(action string, done bool, queue string, n int, st seqbox.PartitionState, r PartitionResultJSON) string {
+	failed := fmt.Sprintf("it failed %d time(s): %s", st.Attempts, oneLine(st.LastError, 80))
 	switch {
-	case errors.Is(err, seqbox.ErrNotParked):
-		return "nothing was changed for it; another operator may have acted first: see seqbox partitions list\n"
+	case action == seqbox.ActionResume && done:
+		return fmt.Sprintf("resumed %s/%d: its head (seq %d) is retried now", queue, n, r.HeadSeq)
+	case action == seqbox.ActionResume:
+		return fmt.Sprintf("would resume %s/%d: retry its head (seq %d) now, with fresh attempts; %s", queue, n, st.HeadSeq, failed)
+	case action == seqbox.ActionRetry && done:
+		return fmt.Sprintf("retrying %s/%d now: its head (seq %d) is due, after %d failed attempt(s)", queue, n, r.HeadSeq, r.Attempts)
+	case action == seqbox.ActionRetry:
+		next := "due now"
+		if !st.NextAttemptAt.IsZero() {
+			next = "next try " + st.NextAttemptAt.UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("would retry %s/%d now (%s): its head (seq %d) keeps its attempt count; %s", queue, n, next, st.HeadSeq, failed)
+	case done:
+		return fmt.Sprintf("skipped %s/%d (%s): its head (seq %d, message %s) is a dead letter; the rest follows",
+			queue, n, r.State, r.HeadSeq, r.DeadLetteredMessageID)
+	default:
+		return fmt.Sprintf("would skip %s/%d (%s): dead-letter its head (seq %d) and deliver the rest; %s", queue, n, st.State, st.HeadSeq, failed)
+	}
+}
+
+func partitionsNextStep(err error, st seqbox.PartitionState) string {
+	switch {
+	case errors.Is(err, seqbox.ErrPartitionBusy):
+		return "nothing was changed for it; its head is being delivered right now: see seqbox partitions list, and try again when it is done\n"
+	case errors.Is(err, seqbox.ErrNotRetrying) && st.State == seqbox.StateParked:
+		return "nothing was changed for it; it is parked: seqbox partitions resume retries its head\n"
+	case errors.Is(err, seqbox.ErrNotParked) && st.State == seqbox.StateRetrying:
+		return "nothing was changed for it; it is retrying, not parked: seqbox partitions retry retries its head now\n"
+	case errors.Is(err, seqbox.ErrNotParked), errors.Is(err, seqbox.ErrNotRetrying):
+		return "nothing was changed for it; its head has not failed, or another operator acted first: see seqbox partitions list\n"
 	case errors.Is(err, seqbox.ErrUnknownPartition):
 		return "nothing was changed for it; check the queue and partition with seqbox status --partitions\n"
 	}

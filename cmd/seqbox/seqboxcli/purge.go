@@ -9,7 +9,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/outbox"
 )
 
@@ -49,7 +48,7 @@ func purgeUsage(w io.Writer) {
 		"a handler call (the partition's seqs stay gap-free). Safe while the pipeline runs: a matching message\n"+
 		"being delivered at that moment is left to its delivery, and the purge waits for it. Dead letters are\n"+
 		"not touched (seqbox dlq). Without --yes it counts what it would remove and changes nothing.\n"+
-		"Exit codes: 0 done, 1 failed, 2 bad command line.\n\n")
+		"Exit codes: 0 done (nothing to purge included), 1 failed (an unknown --queue too), 2 bad command line.\n\n")
 	fs := purgeFlags(&purgeCLI{})
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -62,13 +61,10 @@ func runPurge(ctx context.Context, s streams, args []string) int {
 		fmt.Fprintf(s.stderr, "seqbox purge: %s\n", fmt.Sprintf(format, v...))
 		return ExitUsage
 	}
-	fs.SetOutput(s.stderr)
-	if err := fs.Parse(args); err != nil {
-		return ExitUsage
+	if code, ok := noArgs(s, fs, "purge", purgeUsage, args); !ok {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	case c.queue == "":
 		return usageErr("--queue is required")
 	case len(c.headers) == 0:
@@ -78,15 +74,22 @@ func runPurge(ctx context.Context, s streams, args []string) int {
 	if err := filter.Validate(); err != nil {
 		return usageErr("%v", err)
 	}
-	db, code := c.connect(ctx, s, fs.Name())
-	if db == nil {
+	// Even the preview: on SQLite it counts in a write transaction (the
+	// writer lock holds the pipeline still while it counts). An existing
+	// file all the same: nothing is created.
+	ss, code := c.open(ctx, s, fs.Name(), accessWrite)
+	if ss == nil {
 		return code
 	}
-	defer func() { _ = db.Close() }()
-	adm, err := seqbox.NewAdmin(ctx, db, c.prefix)
+	defer ss.close()
+	if err := ss.checkQueue(ctx, c.queue); err != nil {
+		fmt.Fprintf(s.stderr, "seqbox purge: %v\nnothing was changed\n", err)
+		return ExitFailure
+	}
+	adm, err := admin(ctx, ss.db, ss.prefix)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "seqbox purge: %v\n", err)
-		return ExitUsage
+		return ExitFailure
 	}
 	purge := adm.PreviewPurge
 	if c.yes {
@@ -113,29 +116,12 @@ func runPurge(ctx context.Context, s streams, args []string) int {
 	return code
 }
 
-// purgeJSON is a purge as --json prints it.
-type purgeJSON struct {
-	Queue      string               `json:"queue"`
-	DryRun     bool                 `json:"dry_run"`
-	Incoming   int                  `json:"incoming"`
-	Outgoing   int                  `json:"outgoing"`
-	InDelivery int                  `json:"in_delivery"`
-	Partitions []purgePartitionJSON `json:"partitions"`
-}
-
-type purgePartitionJSON struct {
-	Partition  int `json:"partition"`
-	Incoming   int `json:"incoming"`
-	Outgoing   int `json:"outgoing"`
-	InDelivery int `json:"in_delivery"`
-}
-
 func printPurge(w io.Writer, asJSON, dryRun bool, r outbox.PurgeResult) error {
 	if asJSON {
-		out := purgeJSON{Queue: r.Queue, DryRun: dryRun, Incoming: r.Incoming, Outgoing: r.Outgoing, InDelivery: r.InFlight,
-			Partitions: make([]purgePartitionJSON, len(r.Partitions))}
+		out := PurgeJSON{Queue: r.Queue, DryRun: dryRun, Incoming: r.Incoming, Outgoing: r.Outgoing, InDelivery: r.InFlight,
+			Partitions: make([]PurgePartitionJSON, len(r.Partitions))}
 		for i, p := range r.Partitions {
-			out.Partitions[i] = purgePartitionJSON{Partition: p.Partition, Incoming: p.Incoming, Outgoing: p.Outgoing, InDelivery: p.InFlight}
+			out.Partitions[i] = PurgePartitionJSON{Partition: p.Partition, Incoming: p.Incoming, Outgoing: p.Outgoing, InDelivery: p.InFlight}
 		}
 		return writeJSON(w, out)
 	}

@@ -120,9 +120,9 @@ func TestScenarioReplayAfterFix(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(out), &replayed))
 			require.Len(t, replayed.ReplayIDs, 3)
 			require.Eventually(t, func() bool {
-				var c map[string]int64
+				var c seqboxcli.DeadLetterCounts
 				return json.Unmarshal([]byte(s.cli(seqboxcli.ExitOK, "dlq", "count", "--json")), &c) == nil &&
-					c["resolved"] == 3 && len(c) == 1
+					c == seqboxcli.DeadLetterCounts{Resolved: 3, Total: 3}
 			}, time.Minute, 50*time.Millisecond, "every letter ends resolved")
 			require.Equal(t, []string{"a", "b", "c", "e", "replay:bad1", "replay:bad2"}, s.log.of(0),
 				"each replay once, after what was already there, in the original order")
@@ -145,25 +145,18 @@ func TestScenarioParkAndResume(t *testing.T) {
 			s := newScenario(ctx, t, dsn, processor.OnFailure(processor.Park))
 			p0 := s.enqueue(0, "a", "bad1", "b", "c")
 			p1 := s.enqueue(1, "x", "bad2", "y")
-			type parkedList struct {
-				Parked []struct {
-					Queue     string `json:"queue"`
-					Partition int    `json:"partition"`
-					HeadSeq   int64  `json:"head_seq"`
-					Attempts  int    `json:"attempts"`
-					LastError string `json:"last_error"`
-				} `json:"parked"`
-			}
-			var list parkedList
+			var list seqboxcli.PartitionsListJSON
 			require.Eventually(t, func() bool {
-				list = parkedList{}
-				return json.Unmarshal([]byte(s.cli(seqboxcli.ExitOK, "partitions", "list", "--json")), &list) == nil &&
-					len(list.Parked) == 2
+				list = seqboxcli.PartitionsListJSON{}
+				if json.Unmarshal([]byte(s.cli(seqboxcli.ExitOK, "partitions", "list", "--json")), &list) != nil || len(list.Partitions) != 2 {
+					return false
+				}
+				return list.Partitions[0].State == "parked" && list.Partitions[1].State == "parked"
 			}, time.Minute, 20*time.Millisecond, "both partitions park")
-			require.Equal(t, 0, list.Parked[0].Partition)
-			require.Equal(t, int64(2), list.Parked[0].HeadSeq)
-			require.Equal(t, 2, list.Parked[0].Attempts)
-			require.Contains(t, list.Parked[0].LastError, "cannot handle bad1")
+			require.Equal(t, 0, list.Partitions[0].Partition)
+			require.Equal(t, int64(2), list.Partitions[0].HeadSeq)
+			require.Equal(t, 2, list.Partitions[0].Attempts)
+			require.Contains(t, list.Partitions[0].LastError, "cannot handle bad1")
 			require.Contains(t, s.cli(seqboxcli.ExitOK, "partitions", "list"), "cannot handle bad2")
 			status := s.cli(seqboxcli.ExitOK, "status")
 			require.Contains(t, status, "PARKED")
@@ -196,7 +189,7 @@ func TestScenarioParkAndResume(t *testing.T) {
 			require.NoError(t, s.ob.WaitProcessed(ctx, p1...))
 			require.Equal(t, []string{"x", "y"}, s.log.of(1))
 			require.Contains(t, s.cli(seqboxcli.ExitOK, "dlq", "list", "--queue", "q"), "skipped by an operator")
-			require.Contains(t, s.cli(seqboxcli.ExitOK, "partitions", "list"), "no parked partitions")
+			require.Contains(t, s.cli(seqboxcli.ExitOK, "partitions", "list"), "no retrying or parked partitions")
 
 			code, _, errOut := run(t, "partitions", "resume", "--queue", "q", "--partition", "0", "--yes", "--dsn", dsn, "--prefix", s.prefix)
 			require.Equal(t, seqboxcli.ExitFailure, code)

@@ -1409,15 +1409,62 @@ func (c *Core) ProcessorParkedList(ctx context.Context, _ *dialect.ProcessorPark
 	return out, nil
 }
 
-// ProcessorParkedLock locks a parked partition's processor row in p.Conn.
-func (c *Core) ProcessorParkedLock(ctx context.Context, p *dialect.ProcessorLockParams) (dialect.ProcessorParkedLockResult, error) {
-	var rows []parkedRow
-	if err := c.Raw(p.Conn, c.SQL(stmtParkedLock), p.PartitionID).Scan(ctx, &rows); err != nil {
-		return dialect.ProcessorParkedLockResult{}, c.Wrap(err)
+// adminRow is a processor row as an operator's action reads it.
+type adminRow struct {
+	ID            int64      `bun:"id"`
+	Queue         string     `bun:"queue"`
+	PartitionNo   int        `bun:"partition_no"`
+	ProcessedSeq  int64      `bun:"processed_seq"`
+	Attempts      int        `bun:"attempts"`
+	LastError     *string    `bun:"last_error"`
+	NextAttemptAt *time.Time `bun:"next_attempt_at"`
+	ParkedAt      *time.Time `bun:"parked_at"`
+	Leased        int64      `bun:"leased"`
+}
+
+func (r *adminRow) state() dialect.ProcessorAdminState {
+	s := dialect.ProcessorAdminState{
+		PartitionInfo: dialect.PartitionInfo{ID: r.ID, Queue: r.Queue, Partition: r.PartitionNo},
+		ProcessedSeq:  r.ProcessedSeq, Attempts: r.Attempts, Leased: r.Leased != 0,
+	}
+	if r.LastError != nil {
+		s.LastError = *r.LastError
+	}
+	if r.NextAttemptAt != nil {
+		s.NextAttemptAt = *r.NextAttemptAt
+	}
+	if r.ParkedAt != nil {
+		s.ParkedAt = *r.ParkedAt
+	}
+	return s
+}
+
+// ProcessorFailingList lists the parked and retrying partitions.
+func (c *Core) ProcessorFailingList(ctx context.Context, _ *dialect.ProcessorFailingListParams) ([]dialect.ProcessorAdminState, error) {
+	var rows []adminRow
+	if err := c.scan(ctx, &rows, c.SQL(stmtFailingList)); err != nil {
+		return nil, err
+	}
+	out := make([]dialect.ProcessorAdminState, len(rows))
+	for i := range rows {
+		out[i] = rows[i].state()
+	}
+	return out, nil
+}
+
+// ProcessorAdminRead reads (and with p.Lock locks, in p.Conn) one
+// partition's processor row.
+func (c *Core) ProcessorAdminRead(ctx context.Context, p *dialect.ProcessorAdminReadParams) (dialect.ProcessorAdminReadResult, error) {
+	stmt := stmtAdminRead
+	if p.Lock {
+		stmt = stmtAdminLock
+	}
+	var rows []adminRow
+	if err := c.Raw(p.Conn, c.SQL(stmt), p.PartitionID).Scan(ctx, &rows); err != nil {
+		return dialect.ProcessorAdminReadResult{}, c.Wrap(err)
 	}
 	if len(rows) == 0 {
-		return dialect.ProcessorParkedLockResult{}, nil
+		return dialect.ProcessorAdminReadResult{}, nil
 	}
-	rows[0].ID = p.PartitionID
-	return dialect.ProcessorParkedLockResult{Locked: true, Parked: rows[0].parked()}, nil
+	return dialect.ProcessorAdminReadResult{Found: true, State: rows[0].state()}, nil
 }

@@ -185,13 +185,25 @@ const (
 		"FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no"
 	stmtDeadLetterCount = "SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters} GROUP BY partition_id, status"
 
-	// Parked partitions (processor.Admin). The lock waits: an operator's
+	// Parked and retrying partitions (processor.Admin). The lock waits: an operator's
 	// action queues behind another's, then sees the row as that one left it.
 	stmtParkedList = "SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error, pr.parked_at " +
 		"FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id WHERE pr.parked_at IS NOT NULL " +
 		"ORDER BY pa.queue, pa.partition_no"
-	stmtParkedLock = "SELECT processed_seq, attempts, last_error, parked_at FROM {processor} " +
-		"WHERE partition_id = ? AND parked_at IS NOT NULL{row_lock_wait}"
+	// What an operator may act on (processor.Admin): parked, or a failed
+	// head waiting for its retry. leased is a lease not expired by the
+	// database clock (a delivery may be in flight): the complement of
+	// leasable's lease condition.
+	stmtFailingList = "SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error, " +
+		"pr.next_attempt_at, pr.parked_at, " +
+		"CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until >= {now} THEN 1 ELSE 0 END AS leased " +
+		"FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id " +
+		"WHERE pr.parked_at IS NOT NULL OR pr.next_attempt_at IS NOT NULL OR COALESCE(pr.last_error, '') <> '' " +
+		"ORDER BY pa.queue, pa.partition_no"
+	stmtAdminRead = "SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at, " +
+		"CASE WHEN locked_until IS NOT NULL AND locked_until >= {now} THEN 1 ELSE 0 END AS leased " +
+		"FROM {processor} WHERE partition_id = ?"
+	stmtAdminLock = stmtAdminRead + "{row_lock_wait}"
 )
 
 // allStatements lists every statement above, so that New can expand each
@@ -254,7 +266,9 @@ func allStatements() []string {
 		stmtPartitionStats,
 		stmtDeadLetterCount,
 		stmtParkedList,
-		stmtParkedLock,
+		stmtFailingList,
+		stmtAdminRead,
+		stmtAdminLock,
 		stmtDedupClaim,
 		stmtDedupRow,
 		stmtDedupHolders,
