@@ -29,9 +29,9 @@ func runEnv(t *testing.T, env map[string]string, args ...string) (code int, stdo
 	return code, out.String(), errOut.String()
 }
 
-func TestDemoDefaultSQLite(t *testing.T) {
+func TestDemoStressDefaultSQLite(t *testing.T) {
 	t.Parallel()
-	code, out, errOut := run(t, "demo", "--messages", "2000", "--quiet")
+	code, out, errOut := run(t, "demo", "--stress", "--messages", "2000", "--quiet")
 	require.Equal(t, seqboxcli.ExitOK, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	require.Contains(t, out, "-> OK")
 	require.Contains(t, out, "end-to-end:")
@@ -55,8 +55,9 @@ func TestUsage(t *testing.T) {
 		{name: "help unknown", args: []string{"help", "nope"}, code: seqboxcli.ExitUsage, stderr: `unknown command "nope"`},
 		{name: "demo -h", args: []string{"demo", "-h"}, code: seqboxcli.ExitOK, stderr: "Usage: seqbox demo"},
 		{name: "demo bad flag", args: []string{"demo", "--nope"}, code: seqboxcli.ExitUsage, stderr: "unknown flag --nope", noStdout: true},
-		{name: "demo bad value", args: []string{"demo", "--messages", "0"}, code: seqboxcli.ExitUsage, stderr: "--messages", noStdout: true},
-		{name: "demo bad pct", args: []string{"demo", "--rollback-pct", "101"}, code: seqboxcli.ExitUsage, stderr: "--rollback-pct", noStdout: true},
+		{name: "demo bad value", args: []string{"demo", "--stress", "--messages", "0"}, code: seqboxcli.ExitUsage, stderr: "--messages", noStdout: true},
+		{name: "demo bad pct", args: []string{"demo", "--stress", "--rollback-pct", "101"}, code: seqboxcli.ExitUsage, stderr: "--rollback-pct", noStdout: true},
+		{name: "demo stress flag without --stress", args: []string{"demo", "--messages", "10", "--quiet"}, code: seqboxcli.ExitUsage, stderr: "--messages, --quiet only with --stress", noStdout: true},
 		{name: "demo stray argument", args: []string{"demo", "extra"}, code: seqboxcli.ExitUsage, stderr: `unexpected argument "extra"`, noStdout: true},
 		{name: "demo bad dsn", args: []string{"demo", "--dsn", "redis://localhost"}, code: seqboxcli.ExitUsage, stderr: "invalid DSN", noStdout: true},
 		{name: "help bench", args: []string{"help", "bench"}, code: seqboxcli.ExitOK, stdout: "-sequencer-workers"},
