@@ -180,12 +180,12 @@ var ErrNoListener = errors.New("seqbox: cannot listen for notifications")
 // MessageID is a message's client-generated UUIDv7 (outbox.MessageID).
 type MessageID = outbox.MessageID
 
-// Dialect is every database operation seqbox performs, the union of the
-// small interfaces its consumers declare where they use them:
-// outbox.EnqueueStore, outbox.StatsStore and outbox.SchemaStore,
-// sequencer.Store, processor.Store (with the optional processor.AckLeaser
-// and processor.GroupLeaser), vacuum.Store and deadletter.Store. A new
-// operation goes here, in its consumer's interface,
+// Dialect is every database operation seqbox performs: the union of the
+// small interfaces the stages declare where they use them (sequencer.Store,
+// engine.PoolStore with the optional engine.AckLeaser and
+// engine.GroupLeaser, vacuum.Store), and the operations of the engine's
+// enqueue, stats and schema code and of the root's admin actions. A new
+// operation goes here, in its consumer's group,
 // and in each implementation; docs/ARCHITECTURE.md ("Where changes go")
 // walks through it. Every operation takes (ctx, *XxxParams): fields can be
 // added without changing a signature. Operations that join the caller's
@@ -195,7 +195,7 @@ type MessageID = outbox.MessageID
 type Dialect interface {
 	Base
 
-	// Schema (outbox.SchemaStore).
+	// Schema (the engine, Admin).
 
 	// SchemaMigrate creates or upgrades the schema under a database lock. Idempotent.
 	SchemaMigrate(ctx context.Context, params *SchemaMigrateParams) error
@@ -204,7 +204,7 @@ type Dialect interface {
 	// SchemaDrop drops every seqbox table of this prefix (tests, uninstall).
 	SchemaDrop(ctx context.Context, params *SchemaDropParams) error
 
-	// Enqueue and registration (outbox.EnqueueStore).
+	// Enqueue and registration (the engine).
 
 	// QueueRegister creates the partition, processor and vacuum rows of
 	// every queue given, if missing, in one transaction, and returns each
@@ -243,7 +243,7 @@ type Dialect interface {
 	// lightly loaded partitions a commit per partition is what costs.
 	SequenceMoveMany(ctx context.Context, params *SequenceMoveManyParams) ([]SequenceMoveResult, error)
 
-	// Processor (processor.Store).
+	// Processor (engine.PoolStore).
 
 	// ProcessorReadyList returns the partitions (of those given) with
 	// sequenced, unacked rows, no live lease and no retry pending (poller).
@@ -282,14 +282,14 @@ type Dialect interface {
 	// and returns how many went.
 	DedupExpire(ctx context.Context, params *DedupExpireParams) (int, error)
 
-	// Stats (outbox.StatsStore).
+	// Stats (the engine, Admin).
 
 	// PartitionStats reads every registered partition's backlog figures.
 	PartitionStats(ctx context.Context, params *PartitionStatsParams) ([]PartitionStats, error)
 	// DeadLetterCount counts dead letters by partition and status.
 	DeadLetterCount(ctx context.Context, params *DeadLetterCountParams) ([]DeadLetterCount, error)
 
-	// Dead-letter actions (deadletter.Store).
+	// Dead-letter actions (seqbox.DeadLetters).
 
 	// DeadLetterList lists the letters a filter matches in id order, on
 	// params.Conn (the database when nil), locking them there with Lock.
@@ -304,7 +304,7 @@ type Dialect interface {
 	// PartitionList names the partitions of a queue, or of every queue.
 	PartitionList(ctx context.Context, params *PartitionListParams) ([]PartitionInfo, error)
 
-	// Parked and retrying partitions (processor.AdminStore).
+	// Parked and retrying partitions (seqbox.Partitions).
 
 	// ProcessorParkedList lists the parked partitions with their head's
 	// failure count and error.

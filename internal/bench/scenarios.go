@@ -90,7 +90,7 @@ func (b *bencher) builder(prefix string, partitions int, h processor.Handler) *s
 }
 
 // knobs reports the settings the runs use: the builder's defaults, with the
-// single-writer adjustment outbox.Start makes on SQLite.
+// single-writer adjustment Start makes on SQLite.
 func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 	d, err := dialects.Open(context.Background(), b.db, "bench_")
 	if err != nil {
