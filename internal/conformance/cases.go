@@ -17,6 +17,7 @@ func Cases() []Case {
 		{"LateCommitMovedAfterLaterRows", testLateCommitMovedAfterLaterRows},                 // 2
 		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
 		{"LeaseGroup", testLeaseGroup},                                                       // 3, 5
+		{"LeaseGroupOwnParams", testLeaseGroupOwnParams},                                     // 3, 5
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3
 		{"RejectDeadLetters", testRejectDeadLetters},
 		{"DeadLetterReplayInOrder", testDeadLetterReplayInOrder}, // 2, 3

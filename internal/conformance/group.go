@@ -140,3 +140,110 @@ func testLeaseGroup(e *Env) {
 	require.Equal(e.T, []int64{1, 2, 3, 4, 5}, seqs(res[1]))
 	require.Equal(e.T, 1, res[1].State.Attempts, "the first lease, never acked, counted")
 }
+
+// testLeaseGroupOwnParams: each lease of a group, and each lease an ack
+// group takes again, runs for its own request's duration and records its
+// own batch limit. The pool's coalescer groups requests of every queue, so
+// a long-lease queue grouped behind a short-lease one once got the short
+// lease: its lease expired while its handler still ran.
+func testLeaseGroupOwnParams(e *Env) {
+	gl, ok := e.D.(engine.GroupLeaser)
+	if !ok {
+		e.T.Skipf("%s has no group leases: with one writer a group would only lengthen the writer's turn", e.D.Name())
+	}
+	ob := e.Start(e.Builder().ProducerOnly().Queue("own", 4, nil))
+	pids := ob.PartitionIDs("own")
+	for part := range pids {
+		for range 6 {
+			_, err := ob.Enqueue(e.Ctx, e.DB, "own", outbox.Message{Partition: part, PayloadType: "t"})
+			require.NoError(e.T, err)
+		}
+	}
+	_, err := e.D.SequenceMoveMany(e.Ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids, Limit: 10})
+	require.NoError(e.T, err)
+
+	const owner = "own-owner"
+	short, long := 2*time.Second, 300*time.Second
+	// The first request of each group is a short one.
+	type leaseRow struct {
+		LockedBy    string    `bun:"locked_by"`
+		LockedUntil time.Time `bun:"locked_until"`
+		LeaseLimit  int       `bun:"lease_limit"`
+	}
+	row := func(part int) leaseRow {
+		var r leaseRow
+		require.NoError(e.T, e.DB.NewRaw("SELECT locked_by, locked_until, lease_limit FROM ? WHERE partition_id = ?",
+			bun.Ident(e.Prefix+"processor"), pids[part]).Scan(e.Ctx, &r))
+		return r
+	}
+	// check: every partition's lease runs for its own duration from a
+	// database time between from and to, and records its own limit.
+	check := func(what string, durs []time.Duration, limits []int, from, to time.Time) {
+		e.T.Helper()
+		for part, d := range durs {
+			r := row(part)
+			require.Equal(e.T, owner, r.LockedBy, "%s: partition %d", what, part)
+			if r.LockedUntil.Before(from.Add(d-time.Millisecond)) || r.LockedUntil.After(to.Add(d+time.Millisecond)) {
+				e.T.Errorf("%s: partition %d asked for a %v lease and got one ending %v after the database clock at the call (the call took at most %v)",
+					what, part, d, r.LockedUntil.Sub(from), to.Sub(from))
+			}
+		}
+		for part, limit := range limits {
+			require.Equal(e.T, limit, row(part).LeaseLimit, "%s: partition %d records its own batch limit", what, part)
+		}
+	}
+
+	durs, limits := []time.Duration{short, long, short, long}, []int{1, 3, 2, 4}
+	params := &dialect.ProcessorLeaseGroupParams{}
+	for part, pid := range pids {
+		params.Leases = append(params.Leases, dialect.ProcessorLeaseParams{PartitionID: pid, Owner: owner, Duration: durs[part], Limit: limits[part]})
+	}
+	from := dbNow(e)
+	res, err := gl.ProcessorLeaseGroup(e.Ctx, params)
+	require.NoError(e.T, err)
+	to := dbNow(e)
+	require.Len(e.T, res, len(pids))
+	check("group lease", durs, limits, from, to)
+	for part := range pids {
+		require.True(e.T, res[part].Leased, "partition %d", part)
+		require.Len(e.T, res[part].Messages, limits[part], "partition %d reads its own limit", part)
+	}
+
+	// Every partition has more: each ack takes the next lease, with the
+	// durations and limits of its own request. The leases may have expired
+	// by now (2 s): an ack is guarded by the owner, not the clock.
+	nextDurs, nextLimits := []time.Duration{short, long, long, short}, []int{2, 1, 3, 2}
+	items := make([]dialect.ProcessorAckLeaseParams, len(pids))
+	for part, pid := range pids {
+		next := dialect.ProcessorLeaseParams{PartitionID: pid, Owner: owner, Duration: nextDurs[part], Limit: nextLimits[part]}
+		items[part] = dialect.ProcessorAckLeaseParams{Ack: dialect.ProcessorAdvance(pid, owner, int64(limits[part]), nil), Next: &next}
+	}
+	from = dbNow(e)
+	acked, err := gl.ProcessorAckLeaseGroup(e.Ctx, &dialect.ProcessorAckLeaseGroupParams{Items: items})
+	require.NoError(e.T, err)
+	to = dbNow(e)
+	require.Len(e.T, acked, len(pids))
+	check("group ack and lease", nextDurs, nextLimits, from, to)
+	for part := range pids {
+		require.NoError(e.T, acked[part].Err, "partition %d", part)
+		require.True(e.T, acked[part].Lease.Leased, "partition %d has more", part)
+		require.Len(e.T, acked[part].Lease.Messages, nextLimits[part], "partition %d reads its own limit", part)
+		require.Equal(e.T, int64(limits[part]+1), acked[part].Lease.Messages[0].Seq, "partition %d", part)
+	}
+}
+
+// dbNow reads the database clock the way leases do (UTC on MySQL, where
+// DATETIME has no zone).
+func dbNow(e *Env) time.Time {
+	e.T.Helper()
+	expr := "CURRENT_TIMESTAMP"
+	switch e.D.Name() {
+	case dialect.Postgres:
+		expr = "now()"
+	case dialect.MySQL:
+		expr = "UTC_TIMESTAMP(6)"
+	}
+	var now time.Time
+	require.NoError(e.T, e.DB.NewRaw("SELECT "+expr).Scan(e.Ctx, &now))
+	return now
+}

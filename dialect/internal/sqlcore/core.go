@@ -839,6 +839,20 @@ func maxLimit(limits map[int64]int) int {
 	return m
 }
 
+// perPartition renders "(CASE partition_id WHEN ? THEN ? … END)", each
+// partition's own value in a statement that updates several: the pool
+// groups the requests of every queue, and each queue has its own lease
+// duration and batch size.
+func perPartition(pids []int64, value func(pid int64) int64) schema.QueryAppender {
+	return ValuesJoin(1, "", func(gen schema.QueryGen, b []byte, _ int) []byte {
+		b = append(b, "(CASE partition_id"...)
+		for _, pid := range pids {
+			b = gen.AppendQuery(b, " WHEN ? THEN ?", pid, value(pid))
+		}
+		return append(b, " END)"...)
+	})
+}
+
 // LeaseReturning takes the lease with UPDATE … RETURNING on conn (SQLite).
 func (c *Core) LeaseReturning(ctx context.Context, conn bun.IConn, p *dialect.ProcessorLeaseParams) (dialect.ProcessorState, bool, error) {
 	var rows []stateRow
@@ -933,17 +947,20 @@ func (c *Core) LeaseGroupStatements(ctx context.Context, p *dialect.ProcessorLea
 	if len(p.Leases) == 0 {
 		return nil, nil
 	}
+	owner := p.Leases[0].Owner
 	pids := make([]int64, len(p.Leases))
-	for i, l := range p.Leases {
-		pids[i] = l.PartitionID
-	}
 	limits := make(map[int64]int, len(p.Leases))
-	for _, l := range p.Leases {
-		limits[l.PartitionID] = l.Limit
+	durations := make(map[int64]time.Duration, len(p.Leases))
+	for i, l := range p.Leases {
+		if l.Owner != owner {
+			return nil, fmt.Errorf("seqbox: a group lease must be of one owner")
+		}
+		pids[i] = l.PartitionID
+		limits[l.PartitionID], durations[l.PartitionID] = l.Limit, l.Duration
 	}
 	var taken []groupState
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
-		taken, err = c.leaseGroup(ctx, tx, pids, p.Leases[0].Owner, p.Leases[0].Duration, maxLimit(limits))
+		taken, err = c.leaseGroup(ctx, tx, pids, owner, durations, limits)
 		return err
 	})
 	if err != nil {
@@ -961,10 +978,10 @@ func (c *Core) LeaseGroupStatements(ctx context.Context, p *dialect.ProcessorLea
 }
 
 // leaseGroup locks the rows of pids that can be leased (skipping any
-// another transaction holds) and leases them to owner, on tx.
-// limit is recorded as every lease's lease_limit: the largest batch of the
-// group, an upper bound for each (see Purge).
-func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner string, d time.Duration, limit int) ([]groupState, error) {
+// another transaction holds) and leases them to owner, on tx, each for its
+// own duration and with its own batch limit recorded (see Purge).
+func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner string,
+	durations map[int64]time.Duration, limits map[int64]int) ([]groupState, error) {
 	var rows []groupState
 	if err := c.Raw(tx, c.SQL(stmtGroupLockLeasable), Args{"pids": bun.List(pids)}).Scan(ctx, &rows); err != nil {
 		return nil, c.Wrap(err)
@@ -976,7 +993,9 @@ func (c *Core) leaseGroup(ctx context.Context, tx bun.Tx, pids []int64, owner st
 	for i, r := range rows {
 		ids[i] = r.PartitionID
 	}
-	_, err := c.Raw(tx, c.SQL(stmtGroupTakeLease), Args{"pids": bun.List(ids), "owner": owner, "lease_us": d.Microseconds(), "limit": limit}).Exec(ctx)
+	_, err := c.Raw(tx, c.SQL(stmtGroupTakeLease), Args{"pids": bun.List(ids), "owner": owner,
+		"lease_us": perPartition(ids, func(pid int64) int64 { return durations[pid].Microseconds() }),
+		"limit":    perPartition(ids, func(pid int64) int64 { return int64(limits[pid]) })}).Exec(ctx)
 	return rows, c.Wrap(err)
 }
 
@@ -1046,17 +1065,19 @@ func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.Processor
 	if len(p.Items) == 0 {
 		return nil, nil
 	}
-	owner, lease := p.Items[0].Ack.Owner, p.Items[0].Next.Duration
+	owner := p.Items[0].Ack.Owner
 	pids := make([]int64, len(p.Items))
 	limits := make(map[int64]int, len(p.Items))
+	durations := make(map[int64]time.Duration, len(p.Items))
 	seqs := make(map[int64]int64, len(p.Items))
 	for i, it := range p.Items {
 		if !it.Ack.Clean() || it.Ack.Owner != owner || it.Next.Owner != owner || it.Next.PartitionID != it.Ack.PartitionID {
 			return nil, fmt.Errorf("seqbox: a group ack must be a clean ack of one owner with its own partition's next lease")
 		}
-		pids[i] = it.Ack.PartitionID
-		limits[it.Ack.PartitionID] = it.Next.Limit
-		seqs[it.Ack.PartitionID] = it.Ack.ProcessedSeq
+		pid := it.Ack.PartitionID
+		pids[i] = pid
+		limits[pid], durations[pid] = it.Next.Limit, it.Next.Duration
+		seqs[pid] = it.Ack.ProcessedSeq
 	}
 	var owned, more []int64
 	err := c.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -1083,7 +1104,9 @@ func (c *Core) AckLeaseGroupStatements(ctx context.Context, p *dialect.Processor
 		stmt, args := stmtGroupAck, Args{"cases": cases, "pids": bun.List(owned)}
 		if len(more) > 0 {
 			stmt = stmtGroupAckLease
-			args["more"], args["owner"], args["lease_us"], args["limit"] = bun.List(more), owner, lease.Microseconds(), maxLimit(limits)
+			args["more"], args["owner"] = bun.List(more), owner
+			args["lease_us"] = perPartition(more, func(pid int64) int64 { return durations[pid].Microseconds() })
+			args["limit"] = perPartition(more, func(pid int64) int64 { return int64(limits[pid]) })
 		}
 		_, err := c.Raw(tx, c.SQL(stmt), args).Exec(ctx)
 		return c.Wrap(err)

@@ -109,7 +109,8 @@ const (
 		"WHERE partition_id = ?pid"
 	stmtProcessorUpdateGuarded = stmtProcessorUpdate + " AND locked_by = ?owner"
 	// Group leases and acks (processor.GroupLeaser): a few statements for
-	// many partitions. Named values: ?pids (a list) ?owner ?lease_us ?cases.
+	// many partitions. Named values: ?pids (a list) ?owner ?cases, and
+	// ?lease_us ?limit as CASE expressions of each partition's own value.
 	// The row lock skips rows another transaction is leasing; rows come
 	// back in partition order, the order every group locks them in.
 	stmtGroupLockLeasable = "SELECT partition_id, processed_seq, attempts FROM {processor} " +
