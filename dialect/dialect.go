@@ -351,6 +351,12 @@ type Base interface {
 	IsTransient(err error) bool
 	// SchemaStatements is the DDL of every migration, in order (golden files).
 	SchemaStatements() []string
+	// Release closes the statements the dialect prepared on the database,
+	// on every connection that holds one; a pooled connection would keep
+	// them, on the server too, for as long as it lives. The dialect stays
+	// usable: a later operation prepares what it needs again. Call it when
+	// no operation is running (the outbox does once its tasks have ended).
+	Release() error
 }
 
 // Limits bounds rows and statements on one database.

@@ -62,8 +62,9 @@ func Cases() []Case {
 		{"QueueDefaultsEveryQueue", testQueueDefaultsEveryQueue},
 		{"ConfigErrorsAllAtOnce", testConfigErrorsAllAtOnce},
 		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
-		{"VacuumBoundsStorage", testVacuumBoundsStorage},               // 7
-		{"TableVacuum", testTableVacuum},                               // 7
+		{"StatementsReleasedOnStop", testStatementsReleasedOnStop},
+		{"VacuumBoundsStorage", testVacuumBoundsStorage}, // 7
+		{"TableVacuum", testTableVacuum},                 // 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationConcurrent", testRegistrationConcurrent},

@@ -60,6 +60,7 @@ func NewEnv(t *testing.T, db *bun.DB) *Env {
 	require.NoError(t, err)
 	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
 	t.Cleanup(func() {
+		_ = d.Release()
 		if os.Getenv("SEQBOX_KEEP_TABLES") == "" {
 			_ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{})
 		}

@@ -259,6 +259,14 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	}
 	go func() {
 		o.runErr = g.Wait()
+		// The dialect's statements go once nothing can run them: the tasks
+		// have ended and Stop was called (a producer-only outbox may have
+		// no task at all). Each Start makes its own dialect, so they would
+		// otherwise stay open on pooled connections for good.
+		<-o.stopping
+		if err := d.Release(); err != nil {
+			o.log.Warn("closing prepared statements failed", slog.Any("error", err))
+		}
 		close(o.done)
 	}()
 	return o, nil
@@ -311,8 +319,9 @@ func (o *Outbox) Stop(ctx context.Context) error {
 	}
 }
 
-// Stopped is closed once every background task has ended: after Stop
-// returned, or later when Stop's context ended before a handler did.
+// Stopped is closed once every background task has ended and the
+// statements the outbox prepared are closed: after Stop returned, or later
+// when Stop's context ended before a handler did.
 func (o *Outbox) Stopped() <-chan struct{} { return o.done }
 
 // Enqueue writes one message on conn (usually the caller's transaction) and

@@ -3,6 +3,7 @@ package sqlcore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -38,7 +39,7 @@ type boundStmt struct {
 var namedParam = regexp.MustCompile(`\?([a-z_]+)`)
 
 // bound is the prepared form of an expanded statement, prepared on first
-// use and kept for the life of the dialect. It is nil, with no error, when
+// use and kept until Release. It is nil, with no error, when
 // the statement is not prepared yet and conn is not the dialect's database:
 // preparing takes a second pooled connection, and a caller that holds one
 // in a transaction must not wait for another (with every connection held
@@ -82,6 +83,18 @@ func (c *Core) bound(ctx context.Context, conn bun.IConn, stmt string) (*boundSt
 		return old.(*boundStmt), nil
 	}
 	return b, nil
+}
+
+// Release closes every statement prepared so far; see dialect.Base.
+func (c *Core) Release() error {
+	var errs []error
+	c.prepared.Range(func(k, _ any) bool {
+		if b, ok := c.prepared.LoadAndDelete(k); ok {
+			errs = append(errs, b.(*boundStmt).stmt.Close())
+		}
+		return true
+	})
+	return errors.Join(errs...)
 }
 
 // on returns the statement for conn: the dialect's database, or a

@@ -1,0 +1,105 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
+)
+
+// testStatementsReleasedOnStop: an outbox that stops closes the statements
+// its dialect prepared. Each Start makes a dialect of its own, so a process
+// that started and stopped outboxes used to keep every earlier one's
+// statements open on its pooled connections (and on the server) for as
+// long as the connections lived.
+func testStatementsReleasedOnStop(e *Env) {
+	if !e.D.Features().Has(dialect.MultiProcess) {
+		e.T.Skipf("%s prepares statements in the process, not on a server: nothing there to count", e.D.Name())
+	}
+	before := e.liveStatements()
+	globalBefore := e.globalPreparedStatements()
+	const cycles = 5
+	for i := range cycles {
+		ob, err := e.Builder().Queue("stmts", 2, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(e.Ctx)
+		require.NoError(e.T, err)
+		var ids []outbox.MessageID
+		for part := range 2 {
+			id, err := ob.Enqueue(e.Ctx, e.DB, "stmts", outbox.Message{Partition: part, PayloadType: "t"})
+			require.NoError(e.T, err)
+			ids = append(ids, id)
+		}
+		require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...), "cycle %d", i)
+		require.NoError(e.T, ob.Stop(e.Ctx), "cycle %d", i)
+	}
+	after := e.liveStatements()
+	e.T.Logf("statements open on this pool's connections: %d before %d starts and stops, %d after (server-wide Prepared_stmt_count: %s before, %s after)",
+		before, cycles, after, globalBefore, e.globalPreparedStatements())
+	require.Equal(e.T, before, after, "statements left open on the pool's connections after %d starts and stops", cycles)
+}
+
+// liveStatements counts the prepared statements open on every connection
+// of the test's pool, each read on its own session: the server-wide count
+// (MariaDB's Prepared_stmt_count) also counts every other client of a
+// shared server. The pool must be idle.
+func (e *Env) liveStatements() int {
+	e.T.Helper()
+	ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+	defer cancel()
+	// Holding as many connections as are open takes every idle one.
+	var conns []bun.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for range e.DB.Stats().OpenConnections {
+		c, err := e.DB.Conn(ctx)
+		require.NoError(e.T, err)
+		conns = append(conns, c)
+	}
+	total := 0
+	for _, c := range conns {
+		switch e.D.Name() {
+		case dialect.Postgres:
+			var n int
+			require.NoError(e.T, c.NewRaw("SELECT count(*) FROM pg_prepared_statements").Scan(ctx, &n))
+			total += n
+		case dialect.MySQL:
+			var rows []struct {
+				Name  string `bun:"Variable_name"`
+				Value int    `bun:"Value"`
+			}
+			require.NoError(e.T, c.NewRaw("SHOW SESSION STATUS WHERE variable_name IN ('Com_stmt_prepare', 'Com_stmt_close')").Scan(ctx, &rows))
+			for _, r := range rows {
+				if strings.EqualFold(r.Name, "Com_stmt_prepare") {
+					total += r.Value
+				} else {
+					total -= r.Value
+				}
+			}
+		default:
+			e.T.Fatalf("no count of prepared statements on %s", e.D.Name())
+		}
+	}
+	return total
+}
+
+// globalPreparedStatements is MariaDB/MySQL's server-wide count, for the
+// log only: other clients of the server move it too.
+func (e *Env) globalPreparedStatements() string {
+	if e.D.Name() != dialect.MySQL {
+		return "n/a"
+	}
+	var name, value string
+	if err := e.DB.NewRaw("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").Scan(e.Ctx, &name, &value); err != nil {
+		return fmt.Sprintf("unreadable (%v)", err)
+	}
+	return value
+}
