@@ -63,6 +63,7 @@ func Cases() []Case {
 		{"ConfigErrorsAllAtOnce", testConfigErrorsAllAtOnce},
 		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
 		{"StatementsReleasedOnStop", testStatementsReleasedOnStop},
+		{"QueryHooksSeeProcessor", testQueryHooksSeeProcessor},
 		{"VacuumBoundsStorage", testVacuumBoundsStorage}, // 7
 		{"TableVacuum", testTableVacuum},                 // 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},

@@ -84,10 +84,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // Builder is a builder on this env's tables, tuned for fast tests, with
 // wake-ups across processes on PostgreSQL.
-func (e *Env) Builder() *seqbox.Builder {
-	return withListener(seqbox.New(e.DB).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
+func (e *Env) Builder() *seqbox.Builder { return e.BuilderOn(e.DB) }
+
+// BuilderOn is Builder on db, a handle of this env's database (one with a
+// query hook, say).
+func (e *Env) BuilderOn(db *bun.DB) *seqbox.Builder {
+	return withListener(seqbox.New(db).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
 		PollInterval(50*time.Millisecond).ReconcileInterval(200*time.Millisecond).
-		VacuumInterval(100*time.Millisecond), e.DB)
+		VacuumInterval(100*time.Millisecond), db)
 }
 
 // withListener gives b a wake-up listener on PostgreSQL (the test-only

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,84 @@ func (e *Env) globalPreparedStatements() string {
 		return fmt.Sprintf("unreadable (%v)", err)
 	}
 	return value
+}
+
+// queryLog is a bun.QueryHook that keeps the text of every statement that
+// succeeded.
+type queryLog struct {
+	mu      sync.Mutex
+	queries []string
+}
+
+func (l *queryLog) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
+
+func (l *queryLog) AfterQuery(_ context.Context, ev *bun.QueryEvent) {
+	if ev.Err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queries = append(l.queries, ev.Query)
+}
+
+// matching returns the statements seen that contain every one of parts.
+func (l *queryLog) matching(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, q := range l.queries {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(q, p)
+		}
+		if all {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// stmtKind is a kind of statement and the parts that mark it.
+type stmtKind struct {
+	name  string
+	parts []string
+}
+
+// processorStatements are the processor's statements: a lease
+// (PostgreSQL's reads its batch too), a batch read, an ack.
+func (e *Env) processorStatements() []stmtKind {
+	return []stmtKind{
+		{"lease", []string{e.Prefix + "processor SET locked_by"}},
+		{"batch read", []string{e.Prefix + "outgoing", "o.body_id, o.purged"}},
+		{"ack", []string{e.Prefix + "processor SET processed_seq"}},
+	}
+}
+
+// deliverOneByOne delivers n messages on a one-partition queue of ob, one
+// at a time, so that every lease and ack runs alone (never in a group).
+func deliverOneByOne(e *Env, ob *Outbox, db *bun.DB, queue string, n int) {
+	e.T.Helper()
+	for range n {
+		id, err := ob.Enqueue(e.Ctx, db, queue, outbox.Message{PayloadType: "t"})
+		require.NoError(e.T, err)
+		require.NoError(e.T, ob.WaitProcessed(e.Ctx, id))
+	}
+}
+
+// testQueryHooksSeeProcessor: a bun.QueryHook on the *bun.DB seqbox was
+// given sees the processor's statements too. The hot ones run as prepared
+// statements, which bun's hooks did not see: tracing and query logging
+// missed every lease, batch read and ack.
+func testQueryHooksSeeProcessor(e *Env) {
+	hook := &queryLog{}
+	db := e.DB.WithQueryHook(hook)
+	ob := e.Start(e.BuilderOn(db).Queue("hooked", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })))
+	deliverOneByOne(e, ob, db, "hooked", 3)
+	var unseen []string
+	for _, k := range e.processorStatements() {
+		if len(hook.matching(k.parts...)) == 0 {
+			unseen = append(unseen, fmt.Sprintf("%s (a statement with %q)", k.name, k.parts))
+		}
+	}
+	require.Empty(e.T, unseen, "statements the query hook never saw")
 }

@@ -32,7 +32,29 @@ func (a Args) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte
 // every call, and values travel as parameters instead of inlined text.
 type boundStmt struct {
 	stmt  *sql.Stmt
+	text  string   // as prepared, for query hooks
 	names []string // parameter i carries Args[names[i]]
+}
+
+// stmtConn is one run of a prepared statement as a bun connection: the
+// statement goes through a bun query like any other, so the *bun.DB's
+// query hooks (tracing, logging) see it, and bun scans its rows. It runs
+// the statement with its bound values, whatever text bun hands it.
+type stmtConn struct {
+	stmt   *sql.Stmt
+	values []any
+}
+
+func (s stmtConn) QueryContext(ctx context.Context, _ string, _ ...any) (*sql.Rows, error) {
+	return s.stmt.QueryContext(ctx, s.values...)
+}
+
+func (s stmtConn) ExecContext(ctx context.Context, _ string, _ ...any) (sql.Result, error) {
+	return s.stmt.ExecContext(ctx, s.values...)
+}
+
+func (s stmtConn) QueryRowContext(ctx context.Context, _ string, _ ...any) *sql.Row {
+	return s.stmt.QueryRowContext(ctx, s.values...)
 }
 
 // namedParam matches ?name; the statements that run bound have no other ?.
@@ -77,7 +99,7 @@ func (c *Core) bound(ctx context.Context, conn bun.IConn, stmt string) (*boundSt
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
-	b := &boundStmt{stmt: prepared, names: names}
+	b := &boundStmt{stmt: prepared, text: text, names: names}
 	if old, loaded := c.prepared.LoadOrStore(stmt, b); loaded {
 		_ = prepared.Close() // another caller prepared it first
 		return old.(*boundStmt), nil
@@ -141,11 +163,8 @@ func (c *Core) QueryBound(ctx context.Context, conn bun.IConn, stmt string, args
 	if err != nil {
 		return err
 	}
-	rows, err := s.QueryContext(ctx, values...)
-	if err != nil {
-		return c.Wrap(err)
-	}
-	return c.Wrap(c.db.ScanRows(ctx, rows, dest...))
+	// Without values bun passes the text on as it is.
+	return c.Wrap(c.db.NewRaw(b.text).Conn(stmtConn{stmt: s, values: values}).Scan(ctx, dest...))
 }
 
 // ExecBound runs a statement with bound parameters on conn; see QueryBound.
@@ -163,6 +182,6 @@ func (c *Core) ExecBound(ctx context.Context, conn bun.IConn, stmt string, args 
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.ExecContext(ctx, values...)
+	res, err := c.db.NewRaw(b.text).Conn(stmtConn{stmt: s, values: values}).Exec(ctx)
 	return res, c.Wrap(err)
 }
