@@ -251,7 +251,14 @@ type Dialect interface {
 	// ProcessorLease takes the lease of a partition with work, counting an
 	// attempt (a crash leaves a trace), and reads its next batch. Leased is
 	// false when the partition is leased elsewhere, backing off or empty.
-	// The lease commits durably before it returns.
+	// The lease commits before it returns, so a process crash leaves its
+	// attempt counted. On PostgreSQL the commit does not wait for the log
+	// flush (docs/ARCHITECTURE.md, "Asynchronous commits"): a server crash
+	// can lose a lease taken in its last moments, and so one attempt count.
+	// That is safe: the log is replayed in order, so what the holder
+	// committed after the lease is lost with it and the batch is delivered
+	// again, its Attempts one lower (at-least-once holds; MaxAttempts may
+	// allow one delivery more).
 	ProcessorLease(ctx context.Context, params *ProcessorLeaseParams) (ProcessorLeaseResult, error)
 	// ProcessorAck records a leased batch's outcome atomically, in its own
 	// transaction; ErrLeaseLost when the lease moved to another owner.

@@ -29,7 +29,9 @@ type Delivery struct {
 	EnqueuedAt  time.Time
 	// Attempts counts earlier deliveries of this partition's head that failed
 	// or were abandoned (a crash, an expired lease). Above zero, this message
-	// may have been seen before.
+	// may have been seen before; zero does not promise it was not: a
+	// PostgreSQL server crash can lose the count of a lease taken in its
+	// last moments (docs/ARCHITECTURE.md, "Asynchronous commits").
 	Attempts int
 }
 

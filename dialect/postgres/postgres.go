@@ -344,8 +344,9 @@ func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveM
 
 // leaseBatchSQL takes the lease and reads the batch in one round trip. The
 // LEFT JOIN LATERAL keeps one row when the lease is taken but no message
-// is readable yet. It commits durably: the attempt it counts is the trace
-// a crash leaves.
+// is readable yet. The attempt it counts is the trace a process crash
+// leaves; it commits asynchronously, so a server crash can lose that count
+// (see ProcessorLease in package dialect for why that is safe).
 const leaseBatchSQL = `WITH l AS (UPDATE {processor} SET locked_by = ?owner, locked_until = {now_plus_lease},
 	lease_limit = ?limit, attempts = attempts + 1
 	WHERE partition_id = ?pid AND {leasable}

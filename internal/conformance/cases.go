@@ -64,6 +64,7 @@ func Cases() []Case {
 		{"StopReturnsWhenContextEnds", testStopReturnsWhenContextEnds}, // 4
 		{"StatementsReleasedOnStop", testStatementsReleasedOnStop},
 		{"QueryHooksSeeProcessor", testQueryHooksSeeProcessor},
+		{"AsyncCommits", testAsyncCommits},
 		{"VacuumBoundsStorage", testVacuumBoundsStorage}, // 7
 		{"TableVacuum", testTableVacuum},                 // 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},

@@ -184,3 +184,61 @@ func testQueryHooksSeeProcessor(e *Env) {
 	}
 	require.Empty(e.T, unseen, "statements the query hook never saw")
 }
+
+// asyncCommit is the setting seqbox's own PostgreSQL transactions take.
+const asyncCommit = "set_config('synchronous_commit', 'off', true)"
+
+// testAsyncCommits pins what docs/ARCHITECTURE.md ("Asynchronous commits")
+// describes on PostgreSQL: seqbox's leases and acks, and the transaction a
+// transactional handler runs in, commit without waiting for the log flush;
+// the application's enqueue transactions are left as they are. A server
+// crash can therefore lose the attempt count of a lease taken in its last
+// moments, which the dialect's documentation must say (it once called the
+// lease durable).
+func testAsyncCommits(e *Env) {
+	if e.D.Name() != dialect.Postgres {
+		e.T.Skipf("%s commits as the server is set (innodb_flush_log_at_trx_commit is global; SQLite's synchronous mode is the DSN's)", e.D.Name())
+	}
+	hook := &queryLog{}
+	db := e.DB.WithQueryHook(hook)
+	ob := e.Start(e.BuilderOn(db).Queue("async", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).
+		Queue("asynctx", 1, nil))
+	deliverOneByOne(e, ob, db, "async", 3)
+	for _, k := range e.processorStatements() {
+		if k.name == "batch read" {
+			continue // a read commits nothing
+		}
+		seen := hook.matching(k.parts...)
+		require.NotEmpty(e.T, seen, "the hook saw no %s", k.name)
+		for _, q := range seen {
+			require.Contains(e.T, q, asyncCommit, "a %s that waits for the log flush", k.name)
+		}
+	}
+
+	// The application's transaction keeps its own setting; the
+	// transactional handler's, which starts with the processor row lock,
+	// commits asynchronously.
+	setting := func(tx bun.Tx) string {
+		var v string
+		require.NoError(e.T, tx.NewRaw("SELECT current_setting('synchronous_commit')").Scan(e.Ctx, &v))
+		return v
+	}
+	require.NoError(e.T, db.RunInTx(e.Ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		own := setting(tx)
+		if _, err := ob.Enqueue(ctx, tx, "asynctx", outbox.Message{PayloadType: "t"}); err != nil {
+			return err
+		}
+		require.Equal(e.T, own, setting(tx), "an enqueue changed the application's commit setting")
+		return nil
+	}))
+	pid := ob.PartitionIDs("asynctx")[0]
+	_, err := e.D.SequenceMoveMany(e.Ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
+	require.NoError(e.T, err)
+	require.NoError(e.T, e.D.RunInTx(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
+		lock, err := e.D.ProcessorLock(ctx, &dialect.ProcessorLockParams{Conn: tx, PartitionID: pid})
+		require.NoError(e.T, err)
+		require.True(e.T, lock.Locked)
+		require.Equal(e.T, "off", setting(tx), "a transactional handler's transaction that waits for the log flush")
+		return nil
+	}))
+}

@@ -510,7 +510,7 @@ func (t *task) giveBack(ctx context.Context, state dialect.ProcessorState) {
 	}
 }
 
-// stepLeased: lease (attempts counted now, so a crash leaves a trace), read,
+// stepLeased: lease (attempts counted now, so a process crash leaves a trace), read,
 // run the handler outside any transaction, then ack guarded by the lease.
 // A clean ack takes the next lease in the same transaction.
 func (t *task) stepLeased(ctx context.Context) (bool, error) {
