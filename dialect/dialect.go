@@ -261,7 +261,8 @@ type Dialect interface {
 	// allow one delivery more).
 	ProcessorLease(ctx context.Context, params *ProcessorLeaseParams) (ProcessorLeaseResult, error)
 	// ProcessorAck records a leased batch's outcome atomically, in its own
-	// transaction; ErrLeaseLost when the lease moved to another owner.
+	// transaction; ErrLeaseLost when the lease moved to another owner. It
+	// sets the ID of each of params.DeadLetters it writes.
 	ProcessorAck(ctx context.Context, params *ProcessorUpdateParams) error
 	// ProcessorLock row-locks a partition's processor row inside
 	// params.Conn, a transaction (transactional mode). Locked is false when
@@ -270,8 +271,9 @@ type Dialect interface {
 	// OutgoingList reads the next batch after the cursor, joined with bodies.
 	OutgoingList(ctx context.Context, params *OutgoingListParams) ([]OutgoingMessage, error)
 	// ProcessorUpdate records the outcome of a batch on params.Conn: cursor,
-	// attempts, retry time, lease release and dead letters. With an Owner it
-	// returns ErrLeaseLost when the lease moved.
+	// attempts, retry time, lease release and dead letters, setting the ID
+	// of each of params.DeadLetters. With an Owner it returns ErrLeaseLost
+	// when the lease moved.
 	ProcessorUpdate(ctx context.Context, params *ProcessorUpdateParams) error
 
 	// Vacuum (vacuum.Store).

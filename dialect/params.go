@@ -251,6 +251,10 @@ type DeadLetter struct {
 	// LastError is stored as ErrorText renders it.
 	LastError string
 	Attempts  int
+	// ID is the letter's row id (what seqbox.DeadLetters and `seqbox dlq
+	// --id` select it by): zero until the operation that writes the letter
+	// (ProcessorUpdate, ProcessorAck) sets it, in the params' own slice.
+	ID int64
 }
 
 // Dead-letter states (deadletter.Status): written pending; a replay makes

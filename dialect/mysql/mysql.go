@@ -255,6 +255,9 @@ func (flavor) Fragments() map[string]string {
 		// REPEATABLE READ (a caller's transaction may be), whose gap locks
 		// deadlocked producers claiming unrelated keys.
 		"dedup_returning": "",
+		// MariaDB has INSERT … RETURNING, MySQL does not: letters are read
+		// back by partition from the INSERT's first id.
+		"dead_letter_returning": "",
 		"dedup_holders": "SELECT d.dedup_key, d.message_id FROM JSON_TABLE(?, '$[*]' COLUMNS (k VARCHAR(510) PATH '$')) j " +
 			"STRAIGHT_JOIN {dedup_keys} d ON d.queue = ? AND d.dedup_key = UNHEX(j.k) FOR UPDATE",
 		// Assignments run left to right: message_id is decided on the old

@@ -652,8 +652,9 @@ func (flavor) Fragments() map[string]string {
 		// Headers are JSON text; typed values need no inference.
 		"header_match": "(b.headers::jsonb ->> CAST(? AS text)) = CAST(? AS text)",
 		// Rows an upsert wrote: inserted, or taken over.
-		"dedup_returning": " RETURNING dedup_key",
-		"dedup_holders":   "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ? FOR NO KEY UPDATE",
+		"dedup_returning":       " RETURNING dedup_key",
+		"dead_letter_returning": " RETURNING id, partition_id, seq",
+		"dedup_holders":         "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ? FOR NO KEY UPDATE",
 		// An unexpired key's row is left alone but locked (ON CONFLICT DO
 		// UPDATE locks the row even when its WHERE is false).
 		"dedup_upsert": "ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = EXCLUDED.message_id, " +

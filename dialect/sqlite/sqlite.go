@@ -142,8 +142,9 @@ func (flavor) Fragments() map[string]string {
 		// Measured: an upsert with RETURNING plus a read of the rest ran
 		// 2.8k one-message enqueues/s, an exec plus a read of every key
 		// 4.2k (in-process calls; the write is what costs).
-		"dedup_returning": "",
-		"dedup_holders":   "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ?",
+		"dedup_returning":       "",
+		"dead_letter_returning": " RETURNING id, partition_id, seq",
+		"dedup_holders":         "SELECT dedup_key, message_id FROM {dedup_keys} WHERE dedup_key IN (?) AND queue = ?",
 		"dedup_upsert": "ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, " +
 			"expires_at = excluded.expires_at WHERE {dedup_keys}.expires_at <= {now}",
 		"dedup_expire": "DELETE FROM {dedup_keys} WHERE rowid IN (SELECT rowid FROM {dedup_keys} " +

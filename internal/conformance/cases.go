@@ -22,7 +22,8 @@ func Cases() []Case {
 		{"RejectDeadLetters", testRejectDeadLetters},
 		{"DeadLetterReplayInOrder", testDeadLetterReplayInOrder}, // 2, 3
 		{"DeadLetterActions", testDeadLetterActions},
-		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace},         // 3
+		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace}, // 3
+		{"DeadLetterIDs", testDeadLetterIDs},
 		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},           // 3
 		{"ParkStopsPartitionAndResume", testParkStopsPartitionAndResume}, // 2
 		{"ParkSkip", testParkSkip},                                       // 2

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/deadletter"
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -238,4 +241,54 @@ func testDeadLetterOperatorsRace(e *Env) {
 		}
 		require.Equal(e.T, 1, wins, "exactly one operator wins")
 	}
+}
+
+// testDeadLetterIDs: the operations that write dead letters set each
+// letter's row id, the id the dead-letter admin and `seqbox dlq` know it
+// by (the processor logs it), whether in a transaction of their own or in
+// the caller's.
+func testDeadLetterIDs(e *Env) {
+	ob := e.Start(e.Builder().ProducerOnly().Queue("dlid", 1, nil))
+	pid := ob.PartitionIDs("dlid")[0]
+	letter := func(seq int64) dialect.DeadLetter {
+		ids := make([][16]byte, 1)
+		require.NoError(e.T, uuidv7.Fill(ids, time.Now()))
+		return dialect.DeadLetter{PartitionID: pid, Seq: seq, MessageID: ids[0], PayloadType: "t", Payload: []byte("x"),
+			CreatedAt: time.Now(), LastError: "boom", Attempts: 1}
+	}
+	rowID := func(d dialect.DeadLetter) int64 {
+		var id int64
+		require.NoError(e.T, e.DB.NewRaw("SELECT id FROM ? WHERE message_id = ?", bun.Ident(e.Prefix+"dead_letters"), d.MessageID[:]).Scan(e.Ctx, &id))
+		return id
+	}
+	var all []int64
+	check := func(what string, dls []dialect.DeadLetter) {
+		e.T.Helper()
+		for _, d := range dls {
+			require.Equal(e.T, rowID(d), d.ID, "%s: the letter of seq %d", what, d.Seq)
+			all = append(all, d.ID)
+		}
+	}
+
+	// A leased-mode ack: a transaction of its own.
+	acked := []dialect.DeadLetter{letter(1), letter(2)}
+	require.NoError(e.T, e.D.ProcessorAck(e.Ctx, dialect.ProcessorAdvance(pid, "", 2, acked)))
+	check("ack", acked)
+	// A transactional-mode update, in the caller's transaction. Seq 2 has a
+	// letter already (never twice in practice): the new row's id counts.
+	updated := []dialect.DeadLetter{letter(2), letter(3)}
+	require.NoError(e.T, e.D.RunInTx(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
+		u := dialect.ProcessorAdvance(pid, "", 3, updated)
+		u.Conn = tx
+		return e.D.ProcessorUpdate(ctx, u)
+	}))
+	check("update", updated)
+
+	page, err := ob.DeadLetters().List(e.Ctx, deadletter.Filter{Queue: "dlid"}, 0, 100)
+	require.NoError(e.T, err)
+	var listed []int64
+	for _, l := range page.Letters {
+		listed = append(listed, l.ID)
+	}
+	require.ElementsMatch(e.T, all, listed, "the admin lists the letters by the ids returned")
 }

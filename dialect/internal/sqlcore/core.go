@@ -1218,15 +1218,58 @@ func (c *Core) ProcessorUpdate(ctx context.Context, p *dialect.ProcessorUpdatePa
 	return nil
 }
 
-// deadLetterInsertMany writes self-contained dead-letter copies on conn.
+// deadLetterInsertMany writes self-contained dead-letter copies on conn
+// and sets each one's ID: an operator acts on a letter by its id, and the
+// processor logs it.
 func (c *Core) deadLetterInsertMany(ctx context.Context, conn bun.IConn, dls []dialect.DeadLetter) error {
 	row := c.SQL(stmtDeadLetterRow)
-	_, err := c.Raw(conn, c.SQL(stmtInsertDeadLetters), valuesOf(len(dls), func(gen schema.QueryGen, b []byte, i int) []byte {
+	q := c.Raw(conn, c.SQL(stmtInsertDeadLetters), valuesOf(len(dls), func(gen schema.QueryGen, b []byte, i int) []byte {
 		d := &dls[i]
 		return gen.AppendQuery(b, row, d.PartitionID, d.Seq, d.MessageID[:], KeyArg(d.Key), d.PayloadType, d.Payload,
 			headersArg(d.Headers), d.CreatedAt.UTC(), dialect.ErrorText(d.LastError), d.Attempts, dialect.DeadLetterPending)
-	})).Exec(ctx)
-	return c.Wrap(err)
+	}))
+	var written []struct {
+		ID          int64 `bun:"id"`
+		PartitionID int64 `bun:"partition_id"`
+		Seq         int64 `bun:"seq"`
+	}
+	if c.x.words["dead_letter_returning"] != "" {
+		if err := q.Scan(ctx, &written); err != nil {
+			return c.Wrap(err)
+		}
+	} else {
+		res, err := q.Exec(ctx)
+		if err != nil {
+			return c.Wrap(err)
+		}
+		first, err := res.LastInsertId() // the first id of a multi-row INSERT
+		if err != nil {
+			return c.Wrap(err)
+		}
+		pids := make([]int64, 0, len(dls))
+		for _, d := range dls {
+			if !slices.Contains(pids, d.PartitionID) {
+				pids = append(pids, d.PartitionID)
+			}
+		}
+		if err := c.Raw(conn, c.SQL(stmtDeadLettersWritten), bun.List(pids), first).Scan(ctx, &written); err != nil {
+			return c.Wrap(err)
+		}
+	}
+	// A message has one letter per write: (partition, seq) names it; read
+	// in id order, the newest row wins.
+	ids := make(map[[2]int64]int64, len(written))
+	for _, w := range written {
+		ids[[2]int64{w.PartitionID, w.Seq}] = w.ID
+	}
+	for i := range dls {
+		id, ok := ids[[2]int64{dls[i].PartitionID, dls[i].Seq}]
+		if !ok {
+			return fmt.Errorf("seqbox: dead letter of partition %d seq %d not found after its insert", dls[i].PartitionID, dls[i].Seq)
+		}
+		dls[i].ID = id
+	}
+	return nil
 }
 
 // ---------------------------------------------------------------- vacuum

@@ -36,6 +36,8 @@ package sqlcore
 //	                    the value ? (two bound values)
 //	dedup_upsert        the tail of the dedup-key INSERT: take an expired
 //	                    key over in place, leave an unexpired one alone
+//	dead_letter_returning " RETURNING id, partition_id, seq" where an
+//	                    INSERT can return the rows it wrote, else ""
 //	dedup_returning     " RETURNING dedup_key" where an upsert can return
 //	                    the rows it wrote, else ""
 //	dedup_holders       the whole statement reading the holders of keys
@@ -160,8 +162,13 @@ const (
 	stmtPartitionList         = "SELECT id, queue, partition_no FROM {partitions} ORDER BY queue, partition_no"
 	stmtPartitionListQueue    = "SELECT id, queue, partition_no FROM {partitions} WHERE queue = ? ORDER BY partition_no"
 	stmtInsertDeadLetters     = "INSERT INTO {dead_letters} (partition_id, seq, message_id, msg_key, payload_type, payload, headers, " +
-		"created_at, failed_at, last_error, attempts, status) VALUES ?"
-	stmtDeadLetterRow = "(?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
+		"created_at, failed_at, last_error, attempts, status) VALUES ?{dead_letter_returning}"
+	// The letters an INSERT without RETURNING wrote, read back in its
+	// transaction: the partitions' letters from its first id on. Their
+	// processor rows are locked by the transaction, so no other letter of
+	// theirs can appear meanwhile; ids need not be consecutive.
+	stmtDeadLettersWritten = "SELECT id, partition_id, seq FROM {dead_letters} WHERE partition_id IN (?) AND id >= ? ORDER BY id"
+	stmtDeadLetterRow      = "(?, ?, ?, ?, ?, ?, ?, ?, {now}, ?, ?, ?)"
 
 	stmtVacuumCounters = "SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v " +
 		"JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq"
@@ -242,6 +249,7 @@ func allStatements() []string {
 		stmtProcessorUpdate,
 		stmtProcessorUpdateGuarded,
 		stmtInsertDeadLetters,
+		stmtDeadLettersWritten,
 		stmtGroupLockLeasable,
 		stmtDeadLetterList,
 		stmtDeadLetterListLock,
