@@ -375,6 +375,11 @@ type outcome struct {
 	failed  bool
 	parked  bool
 	failure error
+	// head is the message failure concerns: retried, parked on, or (with
+	// headDead) dead-lettered after max attempts, its letter the last of
+	// update.DeadLetters; the other letters are rejections.
+	head     dialect.OutgoingMessage
+	headDead bool
 }
 
 func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect.OutgoingMessage, res handling.Result, herr error) outcome {
@@ -429,21 +434,22 @@ func (t *task) decide(state dialect.ProcessorState, owner string, msgs []dialect
 			dialect.ErrorText(dialect.ErrorString(herr)), 0, dls)
 		u.Park = true
 		u.ResolveReplays = replaysAcked(msgs, acked, dead)
-		return outcome{update: u, acked: acked, dead: len(dls), parked: true, failure: herr}
+		return outcome{update: u, acked: acked, dead: len(dls), parked: true, failure: herr, head: msgs[acked]}
 	}
 	if t.opts.DeadLetters(failures) {
-		dls = append(dls, NewDeadLetter(t.id, msgs[acked], fmt.Errorf("after %d attempts: %w", failures, herr), failures))
+		head := msgs[acked]
+		dls = append(dls, NewDeadLetter(t.id, head, fmt.Errorf("after %d attempts: %w", failures, herr), failures))
 		dead[acked] = true
 		acked++
 		u := dialect.ProcessorAdvance(t.id, owner, seqAt(acked), dls)
 		u.ResolveReplays = replaysAcked(msgs, acked, dead)
-		return outcome{update: u, acked: acked, dead: len(dls), failure: herr}
+		return outcome{update: u, acked: acked, dead: len(dls), failure: herr, head: head, headDead: true}
 	}
 	delay := lifecycle.FullJitter(failures, t.opts.RetryBase, t.opts.RetryMax)
 	u := dialect.ProcessorFailure(t.id, owner, seqAt(acked), failures,
 		dialect.ErrorText(dialect.ErrorString(herr)), max(delay, time.Millisecond), dls)
 	u.ResolveReplays = replaysAcked(msgs, acked, dead)
-	return outcome{update: u, acked: acked, dead: len(dls), failed: true, failure: herr}
+	return outcome{update: u, acked: acked, dead: len(dls), failed: true, failure: herr, head: msgs[acked]}
 }
 
 // replaysAcked returns the ids of the first n messages that replay a dead
@@ -459,34 +465,49 @@ func replaysAcked(msgs []dialect.OutgoingMessage, n int, dead map[int]bool) []di
 	return out
 }
 
-// record counts an applied outcome and adapts the batch size: it falls to 1
-// after a failure to isolate a poison message, then doubles back.
+// record counts an applied outcome, logs its failures and dead letters,
+// and adapts the batch size: it falls to 1 after a failure to isolate a
+// poison message, then doubles back.
 func (t *task) record(o outcome, full bool) bool {
 	p := t.pool
 	p.deadLettered.Add(int64(o.dead))
 	p.delivered.Add(int64(o.acked - o.dead))
+	letters := o.update.DeadLetters
+	if o.headDead {
+		d := letters[len(letters)-1]
+		letters = letters[:len(letters)-1]
+		p.log.Error("message dead-lettered after max attempts", append(t.logAt(o.head.Seq, o.head.ID),
+			slog.Int64("dead_letter_id", d.ID), slog.Int("attempts", d.Attempts), slog.Any("error", o.failure))...)
+	}
+	for _, d := range letters {
+		p.log.Warn("message rejected by its handler; dead-lettered", append(t.logAt(d.Seq, d.MessageID),
+			slog.Int64("dead_letter_id", d.ID), slog.String("error", d.LastError))...)
+	}
 	if o.parked {
 		p.parked.Add(1)
 		t.batch = 1
 		p.log.Error("partition parked: its head failed max attempts; resume or skip it (seqbox partitions)",
-			slog.String("queue", t.queue), slog.Int("partition", t.partition),
-			slog.Int("attempts", o.update.Attempts), slog.Any("error", o.failure))
+			append(t.logAt(o.head.Seq, o.head.ID), slog.Int("attempts", o.update.Attempts), slog.Any("error", o.failure))...)
 		return false
 	}
 	if o.failed {
 		p.retried.Add(1)
 		t.batch = 1
 		t.retryWait = o.update.RetryAfter
-		p.log.Warn("handler failed; will retry", slog.String("queue", t.queue), slog.Int("partition", t.partition),
-			slog.Int("attempts", o.update.Attempts), slog.Duration("retry_in", o.update.RetryAfter), slog.Any("error", o.failure))
+		p.log.Warn("handler failed; will retry", append(t.logAt(o.head.Seq, o.head.ID), slog.Int("attempts", o.update.Attempts),
+			slog.Duration("retry_in", o.update.RetryAfter), slog.Any("error", o.failure))...)
 		return false
-	}
-	if o.failure != nil {
-		p.log.Error("message dead-lettered after max attempts", slog.String("queue", t.queue),
-			slog.Int("partition", t.partition), slog.Any("error", o.failure))
 	}
 	t.batch = min(t.batch*2, t.opts.BatchSize)
 	return full || o.dead > 0
+}
+
+// logAt is what a log line about one message starts with: where an
+// operator finds it (`seqbox partitions`; `seqbox dlq show` takes the
+// message id, the other dlq actions the dead_letter_id logged with it).
+func (t *task) logAt(seq int64, id dialect.MessageID) []any {
+	return []any{slog.String("queue", t.queue), slog.Int("partition", t.partition), slog.Int64("seq", seq),
+		slog.String("message_id", id.String())}
 }
 
 // releasePending gives back a lease taken by the last ack but not worked
@@ -668,7 +689,12 @@ func (t *task) recordOutcome(ctx context.Context, u *dialect.ProcessorUpdatePara
 		// to drop the error text.
 		return apply(ctx, &dialect.ProcessorUpdateParams{})
 	}
-	return apply(ctx, withoutErrorText(u))
+	plain := withoutErrorText(u)
+	err = apply(ctx, plain)
+	for i, d := range plain.DeadLetters {
+		u.DeadLetters[i].ID = d.ID // for the log
+	}
+	return err
 }
 
 // unrecordedErrorText stands in for an error text the database refused.
