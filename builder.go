@@ -174,11 +174,6 @@ func (b *Builder) NoWakeups() *Builder { b.cfg.NoWakeups = true; return b }
 // configuration error. Defaults to none: other processes' work is found by
 // polling (ReconcileInterval, PollInterval).
 func (b *Builder) PostgresOptions(opts ...postgres.Option) *Builder {
-	for i, opt := range opts {
-		if opt == nil {
-			b.errs = append(b.errs, configerr.New(fmt.Sprintf("PostgresOptions[%d]", len(b.pgOpts)+i), "nil option"))
-		}
-	}
 	b.pgOpts = append(b.pgOpts, opts...)
 	return b
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/relaytest"
@@ -62,13 +63,13 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 	db := dbtest.SQLite(t)
 	noop := processor.Leased(func(context.Context, processor.Delivery) error { return nil })
 	for name, b := range map[string]*seqbox.Builder{
-		"nil queue option":      seqbox.New(db).Queue("q", 1, noop, nil),
-		"nil default option":    seqbox.New(db).QueueDefaults(nil).Queue("q", 1, noop),
-		"nil leased function":   seqbox.New(db).Queue("q", 1, processor.Leased(nil)),
-		"nil tx function":       seqbox.New(db).Queue("q", 1, processor.Transactional(nil)),
-		"non-ASCII instance id": seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
-		"nil db":                seqbox.New(nil).Queue("q", 1, noop),
-		"nil postgres option":   seqbox.New(db).PostgresOptions(nil).Queue("q", 1, noop),
+		"nil queue option":           seqbox.New(db).Queue("q", 1, noop, nil),
+		"nil default option":         seqbox.New(db).QueueDefaults(nil).Queue("q", 1, noop),
+		"nil leased function":        seqbox.New(db).Queue("q", 1, processor.Leased(nil)),
+		"nil tx function":            seqbox.New(db).Queue("q", 1, processor.Transactional(nil)),
+		"non-ASCII instance id":      seqbox.New(db).InstanceID("host-\x00-é").Queue("q", 1, noop),
+		"nil db":                     seqbox.New(nil).Queue("q", 1, noop),
+		"postgres options on sqlite": seqbox.New(db).PostgresOptions(postgres.WithListener(func(context.Context) (postgres.Listener, error) { return nil, nil })).Queue("q", 1, noop),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var err error

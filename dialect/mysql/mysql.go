@@ -27,19 +27,19 @@ var migrationFS embed.FS
 // ErrServerTooOld is returned by New for a server without SKIP LOCKED and JSON_TABLE.
 var ErrServerTooOld = errors.New("seqbox: MySQL 8.0.4+ or MariaDB 10.6+ is required")
 
-// Dialect is the MySQL/MariaDB implementation of dialect.Dialect. It
+// mysqlDialect is the MySQL/MariaDB implementation of dialect.Dialect. It
 // implements processor.AckLeaser with one READ COMMITTED transaction.
-type Dialect struct {
+type mysqlDialect struct {
 	*sqlcore.Core
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*mysqlDialect)(nil)
 
 // New checks the server version and reads max_allowed_packet, which bounds
 // the size of one statement (bun sends values inline, bytes as hex). If the
 // server cannot be reached it fails at once; seqbox's Builder.Start calls
 // it again until its context ends.
-func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
+func New(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, error) {
 	var version string
 	var packet int64
 	if err := db.NewRaw("SELECT VERSION(), @@max_allowed_packet").Scan(ctx, &version, &packet); err != nil {
@@ -78,7 +78,7 @@ func New(ctx context.Context, db *bun.DB, prefix string) (*Dialect, error) {
 	if err := core.Check(vacuumDeleteSQL, vacuumPrunedSQL); err != nil {
 		return nil, err
 	}
-	return &Dialect{Core: core}, nil
+	return &mysqlDialect{Core: core}, nil
 }
 
 // readErr is a failed read of the server's settings in New. A server that
@@ -91,9 +91,9 @@ func readErr(err error, doing string) error {
 	return dialect.Wrap(err, "MySQL/MariaDB: "+doing)
 }
 
-// SchemaStatements renders the embedded schema for prefix without a
+// schemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
-func SchemaStatements(prefix string) ([]string, error) {
+func schemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
@@ -122,24 +122,24 @@ func checkVersion(v string) (mariaDB bool, err error) {
 }
 
 // MessageInsertMany writes each chunk as two multi-row INSERTs.
-func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+func (d *mysqlDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
 	return sqlcore.InsertChunks(ctx, p, d.InsertTwoStatements)
 }
 
 // SequenceMove moves one batch with several simple statements.
-func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+func (d *mysqlDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	return d.SequenceMoveStatements(ctx, p)
 }
 
 // SequenceMoveMany moves several partitions in one transaction of five
 // statements.
-func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+func (d *mysqlDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
 	return d.SequenceMoveManyStatements(ctx, p)
 }
 
 // ProcessorLease takes the lease with UPDATE then SELECT (MySQL has no
 // UPDATE … RETURNING) in one READ COMMITTED transaction, then reads the batch.
-func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (d *mysqlDialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	var state dialect.ProcessorState
 	var ok bool
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -154,24 +154,24 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 }
 
 // ProcessorAck records an outcome in its own transaction.
-func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+func (d *mysqlDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
 	return d.AckInTx(ctx, p)
 }
 
 // ProcessorAckLease acks and re-leases in one transaction; see processor.AckLeaser.
-func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (d *mysqlDialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	return d.AckLeaseInTx(ctx, p, d.LeaseThenRead)
 }
 
 // ProcessorLeaseGroup takes several partitions' leases in one transaction;
 // see processor.GroupLeaser.
-func (d *Dialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+func (d *mysqlDialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
 	return d.LeaseGroupStatements(ctx, p)
 }
 
 // ProcessorAckLeaseGroup acks and re-leases several partitions in one
 // transaction; see processor.GroupLeaser.
-func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+func (d *mysqlDialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
 	return d.AckLeaseGroupStatements(ctx, p)
 }
 
@@ -192,7 +192,7 @@ const vacuumPrunedSQL = "UPDATE " + vacuumRanges + " STRAIGHT_JOIN {vacuum_count
 
 // VacuumDelete deletes every range in one statement and records them as
 // pruned in a second, in one transaction.
-func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+func (d *mysqlDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
 	ranges := sqlcore.RangesJSON(p.Ranges)
 	var n int64
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -211,7 +211,7 @@ func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParam
 }
 
 // PartitionStats reads every partition's figures.
-func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+func (d *mysqlDialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
 	return d.PartitionStatsOn(ctx, d.DB())
 }
 

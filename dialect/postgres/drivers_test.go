@@ -59,7 +59,7 @@ func TestClassifiesDriverErrors(t *testing.T) {
 				require.Equal(t, tt.retryable, d.IsRetryable(err), "%s retryable: %v", tt.code, err)
 				require.Equal(t, tt.transient, d.IsTransient(err), "%s transient: %v", tt.code, err)
 				if tt.retryable {
-					require.ErrorIs(t, d.Wrap(err), dialect.ErrRetryable)
+					require.ErrorIs(t, d.(interface{ Wrap(error) error }).Wrap(err), dialect.ErrRetryable)
 				}
 			}
 		})

@@ -64,7 +64,8 @@ func TestFlavorIsRetryable(t *testing.T) {
 // marked with dialect.ErrRetryable (New does not touch the database).
 func TestDialectIsRetryable(t *testing.T) {
 	t.Parallel()
-	d, err := New(nil, dialect.DefaultPrefix)
+	dd, err := New(nil, dialect.DefaultPrefix)
+	d := dd.(*pgDialect)
 	require.NoError(t, err)
 	require.True(t, d.IsRetryable(sqlStateError{"40001"}))
 	require.True(t, d.IsRetryable(fmt.Errorf("%w: x", dialect.ErrRetryable)))

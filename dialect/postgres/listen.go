@@ -13,8 +13,8 @@ import (
 )
 
 var (
-	_ dialect.WakeupListener = (*Dialect)(nil)
-	_ dialect.WakeupNotifier = (*Dialect)(nil)
+	_ dialect.WakeupListener = (*pgDialect)(nil)
+	_ dialect.WakeupNotifier = (*pgDialect)(nil)
 )
 
 // Listener is one dedicated connection that listens for notifications
@@ -61,7 +61,7 @@ var errNoListenFunc = fmt.Errorf("%w: no listener was configured; pass postgres.
 // backoff; Listening is called on every (re)connect, since notifications
 // sent meanwhile are lost (docs/ARCHITECTURE.md, "Wake-ups across
 // processes").
-func (d *Dialect) ListenWakeups(ctx context.Context, self string, w dialect.Wakeups) error {
+func (d *pgDialect) ListenWakeups(ctx context.Context, self string, w dialect.Wakeups) error {
 	if d.listen == nil {
 		return errNoListenFunc
 	}
@@ -85,7 +85,7 @@ func (d *Dialect) ListenWakeups(ctx context.Context, self string, w dialect.Wake
 
 // listenOnce runs one Listener until it breaks or ctx ends; it returns nil
 // if it heard anything.
-func (d *Dialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups) error {
+func (d *pgDialect) listenOnce(ctx context.Context, self string, w dialect.Wakeups) error {
 	incoming, outgoing := d.Tables().Incoming, d.Tables().Outgoing
 	ln, err := d.listen(ctx)
 	if err != nil {
@@ -150,7 +150,7 @@ func (l *listening) wait() time.Duration {
 }
 
 // probe sends the ready probe; if it cannot, Listening is called at once.
-func (d *Dialect) probe(ctx context.Context, l *listening) {
+func (d *pgDialect) probe(ctx context.Context, l *listening) {
 	_, err := d.Raw(d.DB(), "SELECT pg_notify(?, ?)", l.incoming, l.self+senderEnd+readyProbe).Exec(ctx)
 	if err != nil {
 		l.ready = true
@@ -204,7 +204,7 @@ func parseIDs(payload string) []int64 {
 // take PostgreSQL's database-wide notify lock through that transaction's
 // commit: measured, single-message enqueues from 8 producers fell from
 // 4,382 to 1,035 msgs/s.)
-func (d *Dialect) NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error {
+func (d *pgDialect) NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error {
 	var args []any
 	q := "SELECT 1"
 	for _, n := range []struct {

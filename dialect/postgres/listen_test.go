@@ -16,7 +16,7 @@ import (
 
 func TestNewRejectsNilOptions(t *testing.T) {
 	t.Parallel()
-	_, err := postgres.New(nil, dialect.DefaultPrefix, nil) // New does not touch the database
+	_, err := postgres.New(nil, dialect.DefaultPrefix, postgres.Option{}) // New does not touch the database
 	require.Error(t, err)
 	_, err = postgres.New(nil, dialect.DefaultPrefix, postgres.WithListener(nil))
 	require.Error(t, err)
@@ -29,7 +29,7 @@ func TestListenWakeupsNeedsAListener(t *testing.T) {
 	t.Parallel()
 	d, err := postgres.New(nil, dialect.DefaultPrefix)
 	require.NoError(t, err)
-	require.ErrorIs(t, d.ListenWakeups(t.Context(), "me", dialect.Wakeups{}), dialect.ErrNoListener)
+	require.ErrorIs(t, d.(dialect.WakeupListener).ListenWakeups(t.Context(), "me", dialect.Wakeups{}), dialect.ErrNoListener)
 
 	var calls atomic.Int32
 	never := func(context.Context) (postgres.Listener, error) {
@@ -38,7 +38,7 @@ func TestListenWakeupsNeedsAListener(t *testing.T) {
 	}
 	d, err = postgres.New(nil, dialect.DefaultPrefix, postgres.WithListener(never))
 	require.NoError(t, err)
-	require.ErrorIs(t, d.ListenWakeups(t.Context(), "me", dialect.Wakeups{}), dialect.ErrNoListener)
+	require.ErrorIs(t, d.(dialect.WakeupListener).ListenWakeups(t.Context(), "me", dialect.Wakeups{}), dialect.ErrNoListener)
 	require.Equal(t, int32(1), calls.Load())
 }
 
@@ -62,7 +62,7 @@ func TestListenWakeupsRetriesTheListenFunc(t *testing.T) {
 	listening := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- d.ListenWakeups(ctx, "me", dialect.Wakeups{
+		done <- d.(dialect.WakeupListener).ListenWakeups(ctx, "me", dialect.Wakeups{
 			Incoming: func([]int64) {}, Sequenced: func([]int64) {},
 			Listening: func() { listening <- struct{}{} },
 		})

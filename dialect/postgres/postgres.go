@@ -22,34 +22,34 @@ import (
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// Dialect is the PostgreSQL implementation of dialect.Dialect. It writes
+// pgDialect is the PostgreSQL implementation of dialect.Dialect. It writes
 // several operations as single statements (data-modifying CTEs) where that
-// measured faster, and implements processor.AckLeaser.
-type Dialect struct {
+// measured faster, and implements engine.AckLeaser and engine.GroupLeaser.
+type pgDialect struct {
 	*sqlcore.Core
 	listen ListenFunc // nil: no wake-ups from other processes
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*pgDialect)(nil)
 
-// Option configures New.
-type Option func(*Dialect) error
+// Option configures the PostgreSQL dialect (seqbox.Builder.PostgresOptions).
+type Option struct{ apply func(*pgDialect) error }
 
 // WithListener makes the dialect listen for other processes' wake-ups
 // (docs/ARCHITECTURE.md, "Wake-ups across processes") on the connections
 // listen opens. Without it, other processes' work is found by polling.
 func WithListener(listen ListenFunc) Option {
-	return func(d *Dialect) error {
+	return Option{func(d *pgDialect) error {
 		if listen == nil {
 			return errors.New("seqbox: postgres.WithListener: nil ListenFunc")
 		}
 		d.listen = listen
 		return nil
-	}
+	}}
 }
 
 // New returns the dialect for db with tables named prefix+name.
-func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
+func New(db *bun.DB, prefix string, opts ...Option) (dialect.Dialect, error) {
 	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
@@ -66,21 +66,21 @@ func New(db *bun.DB, prefix string, opts ...Option) (*Dialect, error) {
 		moveManyLockSQL, moveManySelectSQL, moveManyUpdateSQL, leaseBatchSQL, ackSQL, ackLeaseSQL, groupReadSQL, vacuumDeleteSQL); err != nil {
 		return nil, err
 	}
-	d := &Dialect{Core: core}
+	d := &pgDialect{Core: core}
 	for i, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("seqbox: postgres.New: option %d is nil", i)
+		if opt.apply == nil {
+			return nil, fmt.Errorf("seqbox: postgres.New: option %d is the zero Option", i)
 		}
-		if err := opt(d); err != nil {
+		if err := opt.apply(d); err != nil {
 			return nil, err
 		}
 	}
 	return d, nil
 }
 
-// SchemaStatements renders the embedded schema for prefix without a
+// schemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
-func SchemaStatements(prefix string) ([]string, error) {
+func schemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
@@ -100,7 +100,7 @@ const cteInsertMaxRows = 49
 
 // MessageInsertMany writes each chunk: small ones in one statement, larger
 // ones as two.
-func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
 	return sqlcore.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
 		if len(rows) > cteInsertMaxRows {
 			return d.InsertTwoStatements(ctx, conn, rows)
@@ -153,7 +153,7 @@ func nextBound(bound, xmin, lastXID int64, full bool) int64 {
 }
 
 // sequenceMoveStatements is the move as several simple statements.
-func (d *Dialect) sequenceMoveStatements(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	var res dialect.SequenceMoveResult
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
@@ -227,7 +227,7 @@ SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
 // Small moves are cheaper as several simple statements: planning the CTE
 // costs more database CPU than the round trips it saves (measured end to
 // end on a 2-core host: 11.6k vs 15.3k msgs/s).
-func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+func (d *pgDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	if !p.Backlog {
 		return d.sequenceMoveStatements(ctx, p)
 	}
@@ -272,7 +272,7 @@ func (r moveManyRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
 
 // SequenceMoveMany moves several partitions in one transaction of five
 // statements, each partition from its own lower bound.
-func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
 	var out []dialect.SequenceMoveResult
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
@@ -375,7 +375,7 @@ type leaseRow struct {
 }
 
 // ProcessorLease takes the lease and reads the batch in one statement.
-func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (d *pgDialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	var rows []leaseRow
 	args := sqlcore.Args{"owner": p.Owner, "lease_us": p.Duration.Microseconds(), "pid": p.PartitionID, "limit": p.Limit}
 	if err := d.QueryBound(ctx, d.DB(), leaseBatchSQL, args, &rows); err != nil {
@@ -393,7 +393,7 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 // shares the statement's snapshot, cannot see the tombstones. The purge
 // counter the UPDATE returns (the row's latest version) then differs from
 // the one the statement's own snapshot sees (docs/ARCHITECTURE.md, "Purge").
-func (d *Dialect) fresh(ctx context.Context, p *dialect.ProcessorLeaseParams, res dialect.ProcessorLeaseResult, r leaseRow) (dialect.ProcessorLeaseResult, error) {
+func (d *pgDialect) fresh(ctx context.Context, p *dialect.ProcessorLeaseParams, res dialect.ProcessorLeaseResult, r leaseRow) (dialect.ProcessorLeaseResult, error) {
 	if r.Purges == r.SeenPurges {
 		return res, nil
 	}
@@ -428,7 +428,7 @@ const ackSQL = "UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempt
 
 // ProcessorAck records an outcome; with dead letters to insert it takes a
 // transaction, otherwise it is the one UPDATE.
-func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+func (d *pgDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
 	if len(p.DeadLetters) > 0 || len(p.ResolveReplays) > 0 {
 		return d.AckInTx(ctx, p)
 	}
@@ -463,7 +463,7 @@ ORDER BY m.seq`
 
 // ProcessorAckLease acks a clean advance and re-leases in one statement;
 // see processor.AckLeaser. Anything else takes a transaction.
-func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (d *pgDialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	ack, next := p.Ack, p.Next
 	if ack.Owner == "" || ack.Owner != next.Owner || ack.PartitionID != next.PartitionID || !ack.Clean() {
 		return d.AckLeaseInTx(ctx, p, d.LeaseReturning)
@@ -485,13 +485,13 @@ func (d *Dialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAck
 
 // ProcessorLeaseGroup takes several partitions' leases in one transaction;
 // see processor.GroupLeaser.
-func (d *Dialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+func (d *pgDialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
 	return d.LeaseGroupStatements(ctx, p)
 }
 
 // ProcessorAckLeaseGroup acks and re-leases several partitions in one
 // transaction; see processor.GroupLeaser.
-func (d *Dialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+func (d *pgDialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
 	return d.AckLeaseGroupStatements(ctx, p)
 }
 
@@ -523,7 +523,7 @@ SELECT (SELECT count(*) FROM d) AS deleted, (SELECT count(*) FROM b) + (SELECT c
 // included (measured on a 200k-row body: 68-120 ms per 3,000-row chunk with
 // the hash join, 17 ms with primary-key probes). It commits asynchronously
 // (docs/ARCHITECTURE.md, "Asynchronous commits").
-func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+func (d *pgDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
 	pids, froms, tos := make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges))
 	for i, r := range p.Ranges {
 		pids[i], froms[i], tos[i] = r.PartitionID, r.FromSeq, r.ToSeq
@@ -544,7 +544,7 @@ func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParam
 // server's own vacuum (with these tables' vacuum_truncate off) is better
 // placed. One process at a time takes the turn, by a session advisory lock.
 // See vacuum.TableVacuumer.
-func (d *Dialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParams) (dialect.TableVacuumResult, error) {
+func (d *pgDialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParams) (dialect.TableVacuumResult, error) {
 	var autovacuum string
 	if err := d.Raw(d.DB(), "SELECT current_setting('autovacuum')").Scan(ctx, &autovacuum); err != nil {
 		return dialect.TableVacuumResult{}, d.Wrap(err)
@@ -586,7 +586,7 @@ func (d *Dialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParams)
 // tiny partitions table, assumes thousands of rows and JIT-compiles the
 // per-partition subqueries (measured 25-250 ms of compilation per call,
 // for a query that runs in a few milliseconds).
-func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+func (d *pgDialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
 	var out []dialect.PartitionStats
 	err := d.runWithSettings(ctx, "set_config('jit', 'off', true)", func(ctx context.Context, tx bun.Tx) error {
 		var err error
@@ -599,7 +599,7 @@ func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsP
 // runWithSettings runs fn in an outbox transaction after SELECTing
 // settings, set_config(…, true) calls that last until the transaction ends:
 // planner choices are made per statement, before any of it runs.
-func (d *Dialect) runWithSettings(ctx context.Context, settings string, fn func(ctx context.Context, tx bun.Tx) error) error {
+func (d *pgDialect) runWithSettings(ctx context.Context, settings string, fn func(ctx context.Context, tx bun.Tx) error) error {
 	return d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := d.Raw(tx, "SELECT "+settings).Exec(ctx); err != nil {
 			return err

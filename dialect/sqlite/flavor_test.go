@@ -49,7 +49,7 @@ func TestBeginWrite(t *testing.T) {
 	t.Parallel()
 	d, err := New(nil, "app_") // New does not touch the database
 	require.NoError(t, err)
-	require.Equal(t, "UPDATE app_schema_version SET version = version WHERE 0", d.SQL(flavor{}.BeginWrite()))
+	require.Equal(t, "UPDATE app_schema_version SET version = version WHERE 0", d.(*sqliteDialect).SQL(flavor{}.BeginWrite()))
 }
 
 func TestDSN(t *testing.T) {

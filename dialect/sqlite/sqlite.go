@@ -21,15 +21,15 @@ import (
 //go:embed migration/*.sql
 var migrationFS embed.FS
 
-// Dialect is the SQLite implementation of dialect.Dialect. It has no
+// sqliteDialect is the SQLite implementation of dialect.Dialect. It has no
 // one-transaction ack-and-lease (processor.AckLeaser): with one writer,
 // the ack and the next lease take it in separate turns and the batch is
 // read outside it (drain 44-46k msgs/s this way, 35-36k combined).
-type Dialect struct {
+type sqliteDialect struct {
 	*sqlcore.Core
 }
 
-var _ dialect.Dialect = (*Dialect)(nil)
+var _ dialect.Dialect = (*sqliteDialect)(nil)
 
 // DSN returns the connection string seqbox expects for a database file:
 // WAL, a busy timeout and immediate transactions, spelled for the driver
@@ -43,7 +43,7 @@ func DSN(driverName, path string) string {
 }
 
 // New returns the dialect for db with tables named prefix+name.
-func New(db *bun.DB, prefix string) (*Dialect, error) {
+func New(db *bun.DB, prefix string) (dialect.Dialect, error) {
 	boot, migs, err := sqlcore.LoadMigrations(migrationFS)
 	if err != nil {
 		return nil, err
@@ -56,34 +56,34 @@ func New(db *bun.DB, prefix string) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Dialect{Core: core}, nil
+	return &sqliteDialect{Core: core}, nil
 }
 
-// SchemaStatements renders the embedded schema for prefix without a
+// schemaStatements renders the embedded schema for prefix without a
 // database: the statements SchemaMigrate runs, in order.
-func SchemaStatements(prefix string) ([]string, error) {
+func schemaStatements(prefix string) ([]string, error) {
 	return sqlcore.RenderFS(migrationFS, prefix)
 }
 
 // MessageInsertMany writes each chunk as two multi-row INSERTs.
-func (d *Dialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
+func (d *sqliteDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
 	return sqlcore.InsertChunks(ctx, p, d.InsertTwoStatements)
 }
 
 // SequenceMove moves one batch with several simple statements.
-func (d *Dialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+func (d *sqliteDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	return d.SequenceMoveStatements(ctx, p)
 }
 
 // SequenceMoveMany moves several partitions in one transaction of five
 // statements.
-func (d *Dialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+func (d *sqliteDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
 	return d.SequenceMoveManyStatements(ctx, p)
 }
 
 // ProcessorLease takes the lease with UPDATE … RETURNING through the
 // writer, then reads the batch outside it.
-func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
+func (d *sqliteDialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error) {
 	unlock := d.LockWriter()
 	state, ok, err := d.LeaseReturning(ctx, d.DB(), p)
 	unlock()
@@ -94,19 +94,19 @@ func (d *Dialect) ProcessorLease(ctx context.Context, p *dialect.ProcessorLeaseP
 }
 
 // ProcessorAck records an outcome in its own transaction.
-func (d *Dialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+func (d *sqliteDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
 	return d.AckInTx(ctx, p)
 }
 
 // VacuumDelete deletes bodies, then outgoing rows, in one transaction: the
 // reference measured DELETE … RETURNING plus an id list no faster at
 // chunk 1,000, and an id list of 5,000 blobs is a 180 KB statement.
-func (d *Dialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+func (d *sqliteDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
 	return d.VacuumDeleteStatements(ctx, p)
 }
 
 // PartitionStats reads every partition's figures.
-func (d *Dialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+func (d *sqliteDialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
 	return d.PartitionStatsOn(ctx, d.DB())
 }
 

@@ -31,8 +31,8 @@ func testWakeupsAcrossProcesses(e *Env) {
 		"without a listener: no wake-ups, at once")
 	pd, err := postgres.New(e.DB, e.Prefix, postgres.WithListener(dbtest.PostgresListener(e.DB)))
 	require.NoError(e.T, err)
-	var wl dialect.WakeupListener = pd
-	var wn dialect.WakeupNotifier = pd
+	wl := pd.(dialect.WakeupListener)
+	wn := pd.(dialect.WakeupNotifier)
 	heard := make(chan string, 100)
 	listening := make(chan struct{}, 10)
 	ctx, cancel := context.WithCancel(e.Ctx)

@@ -1,0 +1,17 @@
+package mysql
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/seqbox/seqbox/dialect/internal/schematest"
+)
+
+// update rewrites testdata/schema/mysql.sql: go test ./dialect/mysql -run TestSchema -update
+var update = flag.Bool("update", false, "rewrite the golden schema file from the embedded migrations")
+
+// TestSchema pins the DDL this dialect creates (docs/ARCHITECTURE.md, "Tables and locks").
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	schematest.Run(t, "mysql", schemaStatements, *update)
+}

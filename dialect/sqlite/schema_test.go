@@ -1,0 +1,29 @@
+package sqlite
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/seqbox/seqbox/dialect/internal/schematest"
+	"github.com/stretchr/testify/require"
+)
+
+// update rewrites testdata/schema/sqlite.sql: go test ./dialect/sqlite -run TestSchema -update
+var update = flag.Bool("update", false, "rewrite the golden schema file from the embedded migrations")
+
+// TestSchema pins the DDL this dialect creates (docs/ARCHITECTURE.md, "Tables and locks").
+func TestSchema(t *testing.T) {
+	t.Parallel()
+	schematest.Run(t, "sqlite", schemaStatements, *update)
+}
+
+// TestSchemaStatementsMatchDialect: the renderer and a dialect agree, so the
+// golden file is what SchemaMigrate runs.
+func TestSchemaStatementsMatchDialect(t *testing.T) {
+	t.Parallel()
+	d, err := New(nil, "golden_") // New does not touch the database
+	require.NoError(t, err)
+	want, err := schemaStatements("golden_")
+	require.NoError(t, err)
+	require.Equal(t, want, d.SchemaStatements())
+}
