@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	natsrelay "github.com/seqbox/seqbox/relay/nats"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 const streamEnv = "SEQBOX_RELAY_STREAM"

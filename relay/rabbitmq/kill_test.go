@@ -10,9 +10,9 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 const queueEnv = "SEQBOX_RELAY_QUEUE"

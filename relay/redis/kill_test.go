@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 const prefixEnv = "SEQBOX_RELAY_PREFIX"
