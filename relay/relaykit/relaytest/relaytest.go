@@ -39,52 +39,119 @@ import (
 // not a worker.
 const WorkerEnv = "SEQBOX_RELAY_WORKER_DB"
 
+// holdEnv tells a worker that it is to be killed: once it has acked at
+// least that many messages it holds its relay's batches after they are
+// published and reports on file descriptor 3 (holdFD).
+const holdEnv = "SEQBOX_RELAY_WORKER_HOLD"
+
+const holdFD = 3
+
 // KillAndRestart runs the test named worker of this test binary with
-// WorkerEnv=dbFile and env, kills times, each SIGKILLed after a random
-// 100–350 ms, then once more until it exits by itself (which a worker does
-// when its queue is drained). It returns how many kills landed on a
-// running worker.
+// WorkerEnv=dbFile and env, kills times, then once more until it exits by
+// itself (which a worker does when its queue is drained). It returns how
+// many kills landed on a running worker: all of them, or the test fails.
+//
+// A kill is not timed: each worker acks at least 50 to 250 messages (acks
+// committed to the database), then holds every batch its relay has
+// published before seqbox commits its ack, and says so; only then is it
+// SIGKILLed. So every kill lands on a worker with progress behind it, a
+// published batch whose ack is lost, and work left, however fast the
+// machine is. A killed worker commits fewer than 450 acks (see holder), so
+// the backlog must exceed kills × 450 messages.
 func KillAndRestart(t *testing.T, worker, dbFile string, env []string, kills int) int {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func() *exec.Cmd {
+	start := func(extra []string, report *os.File) *exec.Cmd {
 		cmd := exec.Command(exe, "-test.run=^"+worker+"$", "-test.timeout=5m")
-		cmd.Env = append(append(os.Environ(), WorkerEnv+"="+dbFile), env...)
+		cmd.Env = append(append(append(os.Environ(), WorkerEnv+"="+dbFile), env...), extra...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if report != nil {
+			cmd.ExtraFiles = []*os.File{report} // descriptor holdFD in the worker
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		return cmd
 	}
 	landed := 0
-	for range kills {
-		cmd := start()
+	for i := range kills {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := start([]string{holdEnv + "=" + strconv.Itoa(50+rand.IntN(201))}, w)
+		_ = w.Close() // the worker has its own copy: its exit ends the read below
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("worker failed before its kill: %v", err)
-			}
-			return landed // drained already: nothing left to kill
-		case <-time.After(time.Duration(100+rand.IntN(250)) * time.Millisecond):
+		held := make(chan bool, 1)
+		go func() {
+			_, err := io.ReadFull(r, make([]byte, 1))
+			_ = r.Close()
+			held <- err == nil
+		}()
+		if !<-held {
+			err := <-done
+			t.Fatalf("worker %d exited before it held a batch (the backlog is too small to kill %d times?): %v", i+1, kills, err)
 		}
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		var exit *exec.ExitError
-		if err := <-done; errors.As(err, &exit) {
-			if st, ok := exit.Sys().(syscall.WaitStatus); ok && st.Signaled() {
-				landed++
-			}
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatalf("killing worker %d: %v", i+1, err)
 		}
+		if err := <-done; !killed(err) {
+			t.Fatalf("worker %d was not ended by its kill: %v", i+1, err)
+		}
+		landed++
 	}
-	cmd := start()
+	cmd := start(nil, nil)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("final worker: %v", err)
 	}
 	return landed
+}
+
+// killed tells whether a worker's exit was a signal's.
+func killed(err error) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	st, ok := exit.Sys().(syscall.WaitStatus)
+	return ok && st.Signaled()
+}
+
+// holder is a killed worker's middleware: it lets the relay's calls through
+// until the outbox has acked after messages, then keeps every call that
+// acked something from returning, so that its acks are never committed,
+// and closes held at the first.
+type holder struct {
+	life    context.Context // the worker's: the hold outlasts a call's deadline
+	after   int64
+	ob      atomic.Pointer[seqbox.Outbox]
+	started chan struct{} // ob is set
+	once    sync.Once
+	held    chan struct{}
+}
+
+func (h *holder) middleware(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+	err := next(ctx)
+	if c.Batch.Acked() == 0 {
+		return err // nothing to commit
+	}
+	// Every committed ack passes this check, so a worker commits fewer than
+	// after + 4×50 (a batch per partition past it) before it holds.
+	select {
+	case <-h.started:
+	case <-h.life.Done():
+		return h.life.Err()
+	}
+	if h.ob.Load().Counters().Delivered < h.after { // Delivered counts committed acks
+		return err
+	}
+	h.once.Do(func() { close(h.held) })
+	<-h.life.Done() // the test kills the worker before this
+	return h.life.Err()
 }
 
 // Unreachable reports a broker the tests cannot reach: under CI=true the
@@ -378,12 +445,40 @@ func Report(b *testing.B, n int, relay, plain, noop time.Duration) {
 }
 
 // RunWorker is the body of a relay worker process: relay h works queue
-// "orders" (4 partitions) of the database file until it is drained.
+// "orders" (4 partitions) of the database file until it is drained, or,
+// started by KillAndRestart to be killed, until it holds a published batch
+// (see KillAndRestart), which it reports and keeps until the kill.
 func RunWorker(ctx context.Context, t testing.TB, file string, h processor.Handler) {
+	opts := RelayOptions(processor.BatchSize(50))
+	var hold *holder
+	if s := os.Getenv(holdEnv); s != "" {
+		after, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", holdEnv, s, err)
+		}
+		hold = &holder{life: ctx, after: after, started: make(chan struct{}), held: make(chan struct{})}
+		opts = append(opts, processor.Use(hold.middleware))
+	}
 	ob, err := seqbox.New(OpenSQLite(t, file)).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, RelayOptions(processor.BatchSize(50))...).Start(ctx)
+		Queue("orders", 4, h, opts...).Start(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if hold != nil {
+		hold.ob.Store(ob)
+		close(hold.started)
+		select {
+		case <-hold.held:
+		case <-ctx.Done():
+			t.Fatalf("no batch held: %v", ctx.Err())
+		}
+		report := os.NewFile(holdFD, "report")
+		if _, err := report.Write([]byte{'\n'}); err != nil {
+			t.Fatalf("reporting the hold: %v", err)
+		}
+		_ = report.Close()
+		<-ctx.Done() // killed here; the context ends only if the test is gone
+		t.Fatalf("held and not killed: %v", ctx.Err())
 	}
 	if err := WaitDrained(ctx, ob); err != nil {
 		t.Fatal(err)
