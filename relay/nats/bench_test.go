@@ -8,10 +8,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	natsrelay "github.com/seqbox/seqbox/relay/nats"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 // BenchmarkRelay measures, in one run, the relay draining a backlog of

@@ -30,8 +30,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/relay/relaykit"
 )
 
 // Headers the relay sets on every published message, besides the

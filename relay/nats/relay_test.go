@@ -18,11 +18,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/internal/dbtest"
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	natsrelay "github.com/seqbox/seqbox/relay/nats"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 func natsURL() string {
@@ -39,13 +38,13 @@ func setup(t testing.TB) (context.Context, jetstream.JetStream, *bun.DB, string)
 	t.Cleanup(cancel)
 	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
 	if err != nil {
-		dbtest.Unreachable(t, "NATS", "SEQBOX_NATS_URL", err)
+		relaytest.Unreachable(t, "NATS", "SEQBOX_NATS_URL", err)
 	}
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	if _, err := js.AccountInfo(ctx); err != nil {
-		dbtest.Unreachable(t, "NATS JetStream", "SEQBOX_NATS_URL", err)
+		relaytest.Unreachable(t, "NATS JetStream", "SEQBOX_NATS_URL", err)
 	}
 	return ctx, js, relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db")), fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
 }

@@ -8,10 +8,10 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 // BenchmarkRelay measures, in one run, the relay draining a backlog of

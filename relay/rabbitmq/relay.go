@@ -27,8 +27,8 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/relay/relaykit"
 )
 
 // Headers the relay sets on every message, besides the message's own

@@ -17,11 +17,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/internal/dbtest"
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	rabbitmqrelay "github.com/seqbox/seqbox/relay/rabbitmq"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 func amqpURL() string {
@@ -38,7 +37,7 @@ func setup(t testing.TB) (context.Context, *amqp.Connection, *bun.DB, string) {
 	t.Cleanup(cancel)
 	conn, err := amqp.DialConfig(amqpURL(), amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
 	if err != nil {
-		dbtest.Unreachable(t, "RabbitMQ", "SEQBOX_AMQP_URL", err)
+		relaytest.Unreachable(t, "RabbitMQ", "SEQBOX_AMQP_URL", err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	db := relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db"))

@@ -8,10 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 // BenchmarkRelay measures, in one run, the relay draining a backlog of

@@ -24,8 +24,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seqbox/seqbox/internal/relaykit"
 	"github.com/seqbox/seqbox/processor"
+	"github.com/seqbox/seqbox/relay/relaykit"
 )
 
 // Fields of every entry; the message's headers follow as "header.<name>".

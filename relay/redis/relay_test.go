@@ -16,11 +16,10 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox"
-	"github.com/seqbox/seqbox/internal/dbtest"
-	"github.com/seqbox/seqbox/internal/relaytest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 	redisrelay "github.com/seqbox/seqbox/relay/redis"
+	"github.com/seqbox/seqbox/relay/relaykit/relaytest"
 )
 
 func redisAddr() string {
@@ -39,7 +38,7 @@ func setup(t testing.TB) (context.Context, *redis.Client, *bun.DB, string) {
 	rc := redis.NewClient(&redis.Options{Addr: redisAddr(), DialTimeout: 2 * time.Second})
 	t.Cleanup(func() { _ = rc.Close() })
 	if err := rc.Ping(ctx).Err(); err != nil {
-		dbtest.Unreachable(t, "Redis", "SEQBOX_REDIS_ADDR", err)
+		relaytest.Unreachable(t, "Redis", "SEQBOX_REDIS_ADDR", err)
 	}
 	prefix := fmt.Sprintf("sbt%d", rand.Uint64()%1e12)
 	t.Cleanup(func() {

@@ -1,5 +1,8 @@
-// Package relaykit holds what the relay modules (relay/nats, relay/redis,
-// relay/rabbitmq) share; they import it from the core module.
+// Package relaykit holds what seqbox's own relay modules (relay/nats,
+// relay/redis, relay/rabbitmq) share. It is a module of its own so that
+// they need none of the core's internal packages; it is not meant for use
+// outside this repository and carries no compatibility promise: its API
+// changes with the relays' needs, in any release.
 package relaykit
 
 import (
