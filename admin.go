@@ -2,7 +2,6 @@ package seqbox
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"github.com/uptrace/bun"
@@ -64,7 +63,7 @@ type QueueInfo struct {
 func (a *Admin) Queues(ctx context.Context) ([]QueueInfo, error) {
 	parts, err := a.d.PartitionList(ctx, &dialect.PartitionListParams{})
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: list queues: %w", err)
+		return nil, dialect.Wrap(err, "list queues")
 	}
 	count := map[string]int{}
 	for _, p := range parts {

@@ -41,7 +41,7 @@ func (a *DeadLetters) List(ctx context.Context, f deadletter.Filter, after int64
 	}
 	recs, err := a.s.DeadLetterList(ctx, &dialect.DeadLetterListParams{Filter: df, AfterID: after, Limit: limit})
 	if err != nil {
-		return deadletter.Page{}, fmt.Errorf("seqbox: list dead letters: %w", err)
+		return deadletter.Page{}, dialect.Wrap(err, "list dead letters")
 	}
 	page := deadletter.Page{Letters: make([]deadletter.Letter, len(recs))}
 	for i := range recs {
@@ -61,7 +61,7 @@ func (a *DeadLetters) Count(ctx context.Context, f deadletter.Filter) (map[deadl
 	}
 	tally, err := a.s.DeadLetterTally(ctx, &dialect.DeadLetterTallyParams{Filter: df})
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: count dead letters: %w", err)
+		return nil, dialect.Wrap(err, "count dead letters")
 	}
 	out := make(map[deadletter.Status]int64, len(tally))
 	for s, n := range tally {
@@ -74,7 +74,7 @@ func (a *DeadLetters) Count(ctx context.Context, f deadletter.Filter) (map[deadl
 func (a *DeadLetters) Get(ctx context.Context, messageID dialect.MessageID) (deadletter.Letter, error) {
 	recs, err := a.s.DeadLetterList(ctx, &dialect.DeadLetterListParams{Filter: dialect.DeadLetterFilter{MessageID: &messageID}, Limit: 1})
 	if err != nil {
-		return deadletter.Letter{}, fmt.Errorf("seqbox: get dead letter: %w", err)
+		return deadletter.Letter{}, dialect.Wrap(err, "get dead letter")
 	}
 	if len(recs) == 0 {
 		return deadletter.Letter{}, fmt.Errorf("%w: message %s", deadletter.ErrNotFound, messageID.String())
@@ -106,7 +106,7 @@ func (a *DeadLetters) Replay(ctx context.Context, sel deadletter.Selection) (dea
 		for i, r := range recs {
 			headers, err := replayHeaders(r.Headers, r.MessageID)
 			if err != nil {
-				return fmt.Errorf("seqbox: dead letter %d: %w", r.ID, err)
+				return dialect.Wrap(err, fmt.Sprintf("dead letter %d", r.ID))
 			}
 			rows[i] = dialect.MessageRow{ID: ids[i], PartitionID: r.PartitionID, Key: r.Key, PayloadType: r.PayloadType, Payload: r.Payload, Headers: headers}
 			out.IDs[i], out.ReplayIDs[i] = r.ID, ids[i]
@@ -281,7 +281,7 @@ func wrapAction(action string, err error) error {
 	if err == nil || errors.Is(err, deadletter.ErrNotFound) || errors.Is(err, deadletter.ErrNoMatch) || errors.Is(err, deadletter.ErrWrongStatus) {
 		return err
 	}
-	return fmt.Errorf("seqbox: %s dead letters: %w", action, err)
+	return dialect.Wrap(err, fmt.Sprintf("%s dead letters", action))
 }
 
 // filter resolves a Filter's queue and partition numbers to partition ids.
@@ -312,7 +312,7 @@ func (a *DeadLetters) filter(ctx context.Context, f deadletter.Filter) (map[int6
 func (a *DeadLetters) partitions(ctx context.Context, queue string) (map[int64]dialect.PartitionInfo, error) {
 	list, err := a.s.PartitionList(ctx, &dialect.PartitionListParams{Queue: queue})
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: list partitions: %w", err)
+		return nil, dialect.Wrap(err, "list partitions")
 	}
 	out := make(map[int64]dialect.PartitionInfo, len(list))
 	for _, p := range list {

@@ -3,6 +3,7 @@ package seqbox
 import (
 	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/mysql"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -36,6 +37,12 @@ var (
 	ErrInvalidOptions         = processor.ErrInvalidOptions
 	ErrInvalidHandler         = processor.ErrInvalidHandler
 	ErrInvalidPrefix          = dialect.ErrInvalidPrefix
+	// ErrServerTooOld: the MySQL/MariaDB server lacks SKIP LOCKED or
+	// JSON_TABLE (MySQL 8.0.4+ and MariaDB 10.6+ have them).
+	ErrServerTooOld = mysql.ErrServerTooOld
+	// ErrNoListener: a PostgreSQL listener cannot listen (the *bun.DB was
+	// not opened with the adapter's driver); Start logs it and polls.
+	ErrNoListener = dialect.ErrNoListener
 	// ErrRetryable marks a transient database conflict (deadlock,
 	// serialization failure, SQLITE_BUSY) in an error from the database:
 	// the same call may be retried.

@@ -173,7 +173,7 @@ func (p PartitionState) Check(action string) error {
 func (a *Partitions) Failing(ctx context.Context, queue string) ([]PartitionState, error) {
 	list, err := a.s.ProcessorFailingList(ctx, &dialect.ProcessorFailingListParams{})
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: list failing partitions: %w", err)
+		return nil, dialect.Wrap(err, "list failing partitions")
 	}
 	out := make([]PartitionState, 0, len(list))
 	for _, p := range list {
@@ -194,7 +194,7 @@ func (a *Partitions) State(ctx context.Context, queue string, partition int) (Pa
 	}
 	res, err := a.s.ProcessorAdminRead(ctx, &dialect.ProcessorAdminReadParams{PartitionID: pid})
 	if err != nil {
-		return PartitionState{}, fmt.Errorf("seqbox: read %s/%d: %w", queue, partition, err)
+		return PartitionState{}, dialect.Wrap(err, fmt.Sprintf("read %s/%d", queue, partition))
 	}
 	if !res.Found {
 		return PartitionState{}, &PartitionError{Queue: queue, Partition: partition, Action: "read", Err: ErrUnknownPartition}
@@ -207,7 +207,7 @@ func (a *Partitions) State(ctx context.Context, queue string, partition int) (Pa
 func (a *Partitions) Parked(ctx context.Context, queue string) ([]Parked, error) {
 	list, err := a.s.ProcessorParkedList(ctx, &dialect.ProcessorParkedListParams{})
 	if err != nil {
-		return nil, fmt.Errorf("seqbox: list parked partitions: %w", err)
+		return nil, dialect.Wrap(err, "list parked partitions")
 	}
 	out := make([]Parked, 0, len(list))
 	for _, p := range list {
@@ -327,7 +327,7 @@ func (a *Partitions) act(ctx context.Context, queue string, partition int, actio
 		if errors.As(err, &pe) {
 			return 0, err
 		}
-		return 0, fmt.Errorf("seqbox: %s %s/%d: %w", action, queue, partition, err)
+		return 0, dialect.Wrap(err, fmt.Sprintf("%s %s/%d", action, queue, partition))
 	}
 	return pid, nil
 }
@@ -340,7 +340,7 @@ func (a *Partitions) partitionID(ctx context.Context, queue string, partition in
 	}
 	list, err := a.s.PartitionList(ctx, &dialect.PartitionListParams{Queue: queue})
 	if err != nil {
-		return 0, fmt.Errorf("seqbox: %s %s/%d: list partitions: %w", action, queue, partition, err)
+		return 0, dialect.Wrap(err, fmt.Sprintf("%s %s/%d: list partitions", action, queue, partition))
 	}
 	for _, p := range list {
 		if p.Partition == partition {

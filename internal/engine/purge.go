@@ -66,7 +66,7 @@ func purge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter
 			pp.InFlight = r.InFlight
 			if err != nil {
 				addPurge(&res, pp)
-				return res, fmt.Errorf("seqbox: purge of %s/%d: %w", queue, part.Partition, err)
+				return res, dialect.Wrap(err, fmt.Sprintf("purge of %s/%d", queue, part.Partition))
 			}
 			if r.More {
 				continue
