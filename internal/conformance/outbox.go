@@ -70,12 +70,3 @@ func partitionsAdmin(e *Env) (*seqbox.Partitions, error) {
 	}
 	return a.Partitions(), nil
 }
-
-// deadLettersAdmin is the dead-letter actions of e's tables, without an outbox.
-func deadLettersAdmin(e *Env) (*seqbox.DeadLetters, error) {
-	a, err := seqbox.NewAdmin(context.Background(), e.DB, e.Prefix)
-	if err != nil {
-		return nil, err
-	}
-	return a.DeadLetters(), nil
-}
