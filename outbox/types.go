@@ -90,7 +90,7 @@ type PartitionStats struct {
 	NextAttemptAt time.Time
 	LockedUntil   time.Time
 	// Parked: the head failed MaxAttempts times under the Park policy and
-	// the partition waits for an operator (Outbox.Partitions) since ParkedAt.
+	// the partition waits for an operator (seqbox.Partitions) since ParkedAt.
 	Parked   bool
 	ParkedAt time.Time
 	// DeadLetters counts dead letters by status.

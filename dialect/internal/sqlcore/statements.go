@@ -193,12 +193,12 @@ const (
 		"FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no"
 	stmtDeadLetterCount = "SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters} GROUP BY partition_id, status"
 
-	// Parked and retrying partitions (processor.Admin). The lock waits: an operator's
+	// Parked and retrying partitions (seqbox.Partitions). The lock waits: an operator's
 	// action queues behind another's, then sees the row as that one left it.
 	stmtParkedList = "SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error, pr.parked_at " +
 		"FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id WHERE pr.parked_at IS NOT NULL " +
 		"ORDER BY pa.queue, pa.partition_no"
-	// What an operator may act on (processor.Admin): parked, or a failed
+	// What an operator may act on (seqbox.Partitions): parked, or a failed
 	// head waiting for its retry. leased is a lease not expired by the
 	// database clock (a delivery may be in flight): the complement of
 	// leasable's lease condition.
