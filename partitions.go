@@ -205,14 +205,14 @@ func (a *Partitions) State(ctx context.Context, queue string, partition int) (Pa
 // Parked lists the parked partitions of a queue, or of every queue when
 // queue is "".
 func (a *Partitions) Parked(ctx context.Context, queue string) ([]Parked, error) {
-	list, err := a.s.ProcessorParkedList(ctx, &dialect.ProcessorParkedListParams{})
+	list, err := a.s.ProcessorFailingList(ctx, &dialect.ProcessorFailingListParams{})
 	if err != nil {
 		return nil, dialect.Wrap(err, "list parked partitions")
 	}
 	out := make([]Parked, 0, len(list))
 	for _, p := range list {
-		if queue == "" || p.Queue == queue {
-			out = append(out, parked(p.Queue, p.Partition, p))
+		if !p.ParkedAt.IsZero() && (queue == "" || p.Queue == queue) {
+			out = append(out, parkedOf(p.Queue, p.Partition, p))
 		}
 	}
 	return out, nil
@@ -348,11 +348,6 @@ func (a *Partitions) partitionID(ctx context.Context, queue string, partition in
 		}
 	}
 	return 0, &PartitionError{Queue: queue, Partition: partition, Action: action, Err: ErrUnknownPartition}
-}
-
-func parked(queue string, partition int, p dialect.ProcessorParked) Parked {
-	return Parked{Queue: queue, Partition: partition, HeadSeq: p.ProcessedSeq + 1, Attempts: p.Attempts,
-		LastError: p.LastError, ParkedAt: p.ParkedAt}
 }
 
 func parkedOf(queue string, partition int, p dialect.ProcessorAdminState) Parked {

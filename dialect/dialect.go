@@ -315,9 +315,6 @@ type Dialect interface {
 
 	// Parked and retrying partitions (seqbox.Partitions).
 
-	// ProcessorParkedList lists the parked partitions with their head's
-	// failure count and error.
-	ProcessorParkedList(ctx context.Context, params *ProcessorParkedListParams) ([]ProcessorParked, error)
 	// ProcessorFailingList lists the partitions that are parked or whose
 	// head failed and waits for a retry, with their head's failures.
 	ProcessorFailingList(ctx context.Context, params *ProcessorFailingListParams) ([]ProcessorAdminState, error)

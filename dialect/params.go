@@ -460,19 +460,6 @@ type PartitionStats struct {
 	ParkedAt time.Time
 }
 
-// ProcessorParkedListParams asks for every parked partition.
-type ProcessorParkedListParams struct{}
-
-// ProcessorParked is a parked partition: its cursor, the failures of its
-// head (seq ProcessedSeq+1) and the last error.
-type ProcessorParked struct {
-	PartitionInfo
-	ProcessedSeq int64
-	Attempts     int
-	LastError    string
-	ParkedAt     time.Time
-}
-
 // ProcessorFailingListParams asks for every partition an operator may
 // act on: parked, or retrying a head that failed.
 type ProcessorFailingListParams struct{}

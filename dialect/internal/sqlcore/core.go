@@ -1439,41 +1439,7 @@ func (v valuesAppender) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, erro
 	return b, nil
 }
 
-// ---------------------------------------------------------------- parked partitions
-
-type parkedRow struct {
-	ID           int64     `bun:"id"`
-	Queue        string    `bun:"queue"`
-	PartitionNo  int       `bun:"partition_no"`
-	ProcessedSeq int64     `bun:"processed_seq"`
-	Attempts     int       `bun:"attempts"`
-	LastError    *string   `bun:"last_error"`
-	ParkedAt     time.Time `bun:"parked_at"`
-}
-
-func (r *parkedRow) parked() dialect.ProcessorParked {
-	p := dialect.ProcessorParked{
-		PartitionInfo: dialect.PartitionInfo{ID: r.ID, Queue: r.Queue, Partition: r.PartitionNo},
-		ProcessedSeq:  r.ProcessedSeq, Attempts: r.Attempts, ParkedAt: r.ParkedAt,
-	}
-	if r.LastError != nil {
-		p.LastError = *r.LastError
-	}
-	return p
-}
-
-// ProcessorParkedList lists the parked partitions.
-func (c *Core) ProcessorParkedList(ctx context.Context, _ *dialect.ProcessorParkedListParams) ([]dialect.ProcessorParked, error) {
-	var rows []parkedRow
-	if err := c.scan(ctx, &rows, c.SQL(stmtParkedList)); err != nil {
-		return nil, err
-	}
-	out := make([]dialect.ProcessorParked, len(rows))
-	for i := range rows {
-		out[i] = rows[i].parked()
-	}
-	return out, nil
-}
+// ---------------------------------------------------------------- parked and retrying partitions
 
 // adminRow is a processor row as an operator's action reads it.
 type adminRow struct {

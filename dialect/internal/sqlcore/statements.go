@@ -195,9 +195,6 @@ const (
 
 	// Parked and retrying partitions (seqbox.Partitions). The lock waits: an operator's
 	// action queues behind another's, then sees the row as that one left it.
-	stmtParkedList = "SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error, pr.parked_at " +
-		"FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id WHERE pr.parked_at IS NOT NULL " +
-		"ORDER BY pa.queue, pa.partition_no"
 	// What an operator may act on (seqbox.Partitions): parked, or a failed
 	// head waiting for its retry. leased is a lease not expired by the
 	// database clock (a delivery may be in flight): the complement of
@@ -274,7 +271,6 @@ func allStatements() []string {
 		stmtVacuumOutgoing,
 		stmtPartitionStats,
 		stmtDeadLetterCount,
-		stmtParkedList,
 		stmtFailingList,
 		stmtAdminRead,
 		stmtAdminLock,
