@@ -273,7 +273,7 @@ func runStatus(ctx context.Context, s streams, args []string) int {
 	for {
 		ps, err := stats(ctx, ss.db, ss.prefix)
 		if err != nil {
-			if ctx.Err() != nil && c.watch > 0 {
+			if c.watch > 0 && ended(ctx) {
 				return ExitOK // interrupted while watching
 			}
 			fmt.Fprintf(s.stderr, "seqbox status: %v\n%s", err, schemaHint)
@@ -410,4 +410,15 @@ func partitionsAdmin(ctx context.Context, db *bun.DB, prefix string) (*seqbox.Pa
 		return nil, err
 	}
 	return a.Partitions(), nil
+}
+
+// ended reports a context that is done or whose deadline has passed: a
+// driver that maps the deadline onto its connection (pgdriver) reports an
+// i/o timeout a moment before the context itself says so.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

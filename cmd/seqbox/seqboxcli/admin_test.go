@@ -69,10 +69,11 @@ func TestMigrateAndStatus(t *testing.T) {
 			require.Equal(t, 4, strings.Count(out, "\n"), out)
 			require.Contains(t, cli(seqboxcli.ExitOK, "status"), "UNPROCESSED")
 
-			wctx, wcancel := context.WithTimeout(ctx, 700*time.Millisecond)
+			wctx, wcancel := context.WithCancel(ctx)
 			defer wcancel()
-			var wout, werr bytes.Buffer
-			code := seqboxcli.Main(wctx, []string{"status", "--watch", "200ms", "--dsn", dsn, "--prefix", prefix}, &wout, &werr)
+			wout := &cancelAfterLines{lines: 2, marker: "QUEUE", cancel: wcancel}
+			var werr bytes.Buffer
+			code := seqboxcli.Main(wctx, []string{"status", "--watch", "200ms", "--dsn", dsn, "--prefix", prefix}, wout, &werr)
 			require.Equal(t, seqboxcli.ExitOK, code, werr.String())
 			require.GreaterOrEqual(t, strings.Count(wout.String(), "QUEUE"), 2, "watch prints again")
 		})

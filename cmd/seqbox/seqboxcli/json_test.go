@@ -196,12 +196,14 @@ func testJSONSchemas(t *testing.T, ctx context.Context, dsn, doc string) {
 	assert.Equal(t, seqboxcli.ExitOK, code, errOut)
 	checkJSONDocument(t, []string{"version"}, out, &seqboxcli.VersionJSON{}, doc)
 
-	// status --watch --json: one document per line and refresh.
-	wctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	// status --watch --json: one document per line and refresh. The watch
+	// is interrupted once it has printed twice, however long that takes.
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wout, werr bytes.Buffer
+	wout := &cancelAfterLines{lines: 2, cancel: cancel}
+	var werr bytes.Buffer
 	code = seqboxcli.MainEnv(wctx, []string{"status", "--watch", "200ms", "--json", "--partitions", "--dsn", dsn, "--prefix", prefix},
-		func(string) string { return "" }, &wout, &werr)
+		func(string) string { return "" }, wout, &werr)
 	assert.Equal(t, seqboxcli.ExitOK, code, werr.String())
 	lines := strings.Split(strings.TrimSpace(wout.String()), "\n")
 	assert.GreaterOrEqual(t, len(lines), 2, "watch prints again")
@@ -257,4 +259,26 @@ func checkJSONDocument(t *testing.T, args []string, out string, into any, doc st
 	}
 	walk(v, "$")
 	return ok
+}
+
+// cancelAfterLines is an output that cancels once it holds lines
+// occurrences of marker (a newline when empty): a watch is stopped after
+// it has printed enough, however slow the machine.
+type cancelAfterLines struct {
+	bytes.Buffer
+	lines  int
+	marker string
+	cancel context.CancelFunc
+}
+
+func (w *cancelAfterLines) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p)
+	marker := w.marker
+	if marker == "" {
+		marker = "\n"
+	}
+	if bytes.Count(w.Bytes(), []byte(marker)) >= w.lines {
+		w.cancel()
+	}
+	return n, err
 }
