@@ -7,6 +7,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/outbox"
 )
@@ -28,7 +29,7 @@ type Admin struct {
 // DefaultPrefix) on db. On MySQL/MariaDB it reads the server's version
 // first, and fails at once, saying so, when the server is unreachable.
 func NewAdmin(ctx context.Context, db *bun.DB, prefix string) (*Admin, error) {
-	d, err := openDialect(ctx, db, prefix, nil)
+	d, err := dialects.Open(ctx, db, prefix)
 	if err != nil {
 		return nil, err
 	}

@@ -257,7 +257,7 @@ func (b *Builder) Start(ctx context.Context) (*Outbox, error) {
 	// still starting is waited for, as Start's later steps are.
 	var d dialect.Dialect
 	err := lifecycle.Retry(ctx, cmp.Or(b.cfg.Logger, slog.Default()), "connect", lifecycle.IsTransient, func() (err error) {
-		d, err = openDialect(ctx, b.db, b.prefix, b.pgOpts)
+		d, err = dialects.Open(ctx, b.db, b.prefix, b.pgOpts...)
 		return err
 	})
 	if err != nil {
@@ -299,9 +299,4 @@ func options(opts []processor.QueueOption) []handling.Option {
 		}
 	}
 	return out
-}
-
-// openDialect picks the seqbox dialect for db's bun dialect.
-func openDialect(ctx context.Context, db *bun.DB, prefix string, pgOpts []postgres.Option) (dialect.Dialect, error) {
-	return dialects.Open(ctx, db, prefix, pgOpts...)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/uptrace/bun/migrate"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dialects"
 )
 
 // Migrations returns the seqbox schema as bun/migrate migrations, for
@@ -15,7 +16,7 @@ import (
 // an application that ran an older list picks up the new entries.
 func Migrations(prefix string) *migrate.Migrations {
 	up := func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
-		d, err := openDialect(ctx, m.DB(), prefix, nil)
+		d, err := dialects.Open(ctx, m.DB(), prefix)
 		if err != nil {
 			return err
 		}
@@ -25,7 +26,7 @@ func Migrations(prefix string) *migrate.Migrations {
 	ms.Add(migrate.Migration{
 		Name: "20261121000001", Comment: "seqbox_schema_v1", Up: up,
 		Down: func(ctx context.Context, m *migrate.Migrator, _ *migrate.Migration) error {
-			d, err := openDialect(ctx, m.DB(), prefix, nil)
+			d, err := dialects.Open(ctx, m.DB(), prefix)
 			if err != nil {
 				return err
 			}

@@ -328,18 +328,8 @@ func (t *tour) run(ctx context.Context) int {
 	if err != nil {
 		return t.failf("start: %v", err)
 	}
-	stopped := false
-	stop := func() error {
-		stopped = true
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return ob.Stop(stopCtx)
-	}
-	defer func() {
-		if !stopped {
-			_ = stop()
-		}
-	}()
+	stop, stopAtExit := stopper(ctx, ob)
+	defer stopAtExit()
 
 	events := tourEvents()
 	t.printf("2. Enqueue %d messages in one transaction. In an application the same transaction\n"+
@@ -584,18 +574,8 @@ func (d *demo) run(ctx context.Context) (code int) {
 	if err != nil {
 		return d.failf("start: %v", err)
 	}
-	stopped := false
-	stop := func() error {
-		stopped = true
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return ob.Stop(stopCtx)
-	}
-	defer func() {
-		if !stopped {
-			_ = stop()
-		}
-	}()
+	stop, stopAtExit := stopper(ctx, ob)
+	defer stopAtExit()
 
 	fmt.Fprintf(d.out, "seqbox demo on %s: %d messages, %d queues x %d partitions, %d producers, %d messages per transaction, %d%% rolled back\n",
 		where, c.messages, c.queues, c.partitions, c.producers, c.batch, c.rollbackPct)
@@ -844,5 +824,23 @@ func (d *demo) progress(start time.Time) (done func()) {
 	return func() {
 		close(stop)
 		<-finished
+	}
+}
+
+// stopper returns stop, which stops ob (waiting up to 30 s for in-flight
+// batches, even when ctx has ended), and atExit, which stops it unless stop
+// already ran.
+func stopper(ctx context.Context, ob *seqbox.Outbox) (stop func() error, atExit func()) {
+	stopped := false
+	stop = func() error {
+		stopped = true
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return ob.Stop(stopCtx)
+	}
+	return stop, func() {
+		if !stopped {
+			_ = stop()
+		}
 	}
 }
