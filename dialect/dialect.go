@@ -357,6 +357,11 @@ type Base interface {
 	IsTransient(err error) bool
 	// SchemaStatements is the DDL of every migration, in order (golden files).
 	SchemaStatements() []string
+	// Prepare prepares the statements the dialect runs prepared (the hot
+	// path's) on the database now. Call it while holding no connection:
+	// a prepared statement run in a transaction before the database has it
+	// is prepared on the transaction's connection for that run only.
+	Prepare(ctx context.Context) error
 	// Release closes the statements the dialect prepared on the database,
 	// on every connection that holds one; a pooled connection would keep
 	// them, on the server too, for as long as it lives. The dialect stays

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/seqbox/seqbox/dialect/internal/schematest"
+	"github.com/seqbox/seqbox/dialect/internal/golden"
 )
 
 // update rewrites testdata/schema/mysql.sql: go test ./dialect/mysql -run TestSchema -update
@@ -13,5 +13,5 @@ var update = flag.Bool("update", false, "rewrite the golden schema file from the
 // TestSchema pins the DDL this dialect creates (docs/ARCHITECTURE.md, "Tables and locks").
 func TestSchema(t *testing.T) {
 	t.Parallel()
-	schematest.Run(t, "mysql", schemaStatements, *update)
+	golden.Schema(t, "mysql", schemaStatements, *update)
 }

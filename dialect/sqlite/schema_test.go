@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/seqbox/seqbox/dialect/internal/schematest"
+	"github.com/seqbox/seqbox/dialect/internal/golden"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,7 +14,7 @@ var update = flag.Bool("update", false, "rewrite the golden schema file from the
 // TestSchema pins the DDL this dialect creates (docs/ARCHITECTURE.md, "Tables and locks").
 func TestSchema(t *testing.T) {
 	t.Parallel()
-	schematest.Run(t, "sqlite", schemaStatements, *update)
+	golden.Schema(t, "sqlite", schemaStatements, *update)
 }
 
 // TestSchemaStatementsMatchDialect: the renderer and a dialect agree, so the

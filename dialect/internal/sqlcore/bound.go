@@ -185,3 +185,6 @@ func (c *Core) ExecBound(ctx context.Context, conn bun.IConn, stmt string, args 
 	res, err := c.db.NewRaw(b.text).Conn(stmtConn{stmt: s, values: values}).Exec(ctx)
 	return res, c.Wrap(err)
 }
+
+// Prepare is a no-op here: statements are prepared on first use.
+func (c *Core) Prepare(context.Context) error { return nil }

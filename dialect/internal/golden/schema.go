@@ -1,9 +1,11 @@
-// Package schematest checks a dialect's rendered schema against its golden
-// file, testdata/schema/<dialect>.sql at the repository root
-// (docs/ARCHITECTURE.md, "Tables and locks"): a change to a migration shows
-// up as a reviewable diff. Each dialect's own test calls Run with its
-// renderer; `go test ./dialect/... -update` rewrites the files.
-package schematest
+// Package golden checks what a dialect sends against golden files at the
+// repository root: its schema in testdata/schema/<dialect>.sql
+// (docs/ARCHITECTURE.md, "Tables and locks") and every statement it runs,
+// rendered with fixed sample values, in testdata/sql/<dialect>.sql ("The
+// SQL layer"). A change to a migration or a statement shows up as a
+// reviewable diff. Each dialect's own tests call Schema and Statements;
+// `go test ./dialect/... -update` rewrites the files.
+package golden
 
 import (
 	"os"
@@ -26,10 +28,10 @@ func joinStatements(stmts []string) string {
 	return strings.Join(stmts, ";\n\n") + ";\n"
 }
 
-// Run compares render's schema with testdata/schema/<name>.sql (rewriting
+// Schema compares render's schema with testdata/schema/<name>.sql (rewriting
 // it when update is set) and checks the prefix is applied everywhere and
 // refused when invalid.
-func Run(t *testing.T, name string, render Render, update bool) {
+func Schema(t *testing.T, name string, render Render, update bool) {
 	t.Run("golden", func(t *testing.T) {
 		stmts, err := render(dialect.DefaultPrefix)
 		require.NoError(t, err)

@@ -1,0 +1,108 @@
+package kit
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// InsertSQL writes a chunk of messages as two multi-row statements.
+type InsertSQL struct {
+	// Bodies inserts ?rows (?id, ?key, ?payload_type, ?payload, ?headers)
+	// into body, created now.
+	Bodies *Stmt
+	// Incoming inserts ?rows (?pid, ?id) into incoming.
+	Incoming *Stmt
+}
+
+// InsertChunk writes one chunk of rows on conn.
+type InsertChunk func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error
+
+// InsertChunks splits an enqueue into statements bounded by rows and by
+// the size of their SQL text, and writes each with insert. bun inlines
+// every value into the text, bytes as hex (doubling them), so the bound
+// that matters is the statement's size, not a count of bind parameters.
+func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, insert InsertChunk) error {
+	rows := p.Rows
+	start, size := 0, 0
+	for i := range rows {
+		// Hex doubles bytes; the rest is the id twice, the type and SQL text.
+		rowBytes := 2*(len(rows[i].Payload)+len(rows[i].Headers)) + len(rows[i].PayloadType) + 160
+		if i > start && (i-start >= p.ChunkRows || size+rowBytes > p.ChunkBytes) {
+			if err := insert(ctx, p.Conn, rows[start:i]); err != nil {
+				return err
+			}
+			start, size = i, 0
+		}
+		size += rowBytes
+	}
+	if start == len(rows) {
+		return nil
+	}
+	return insert(ctx, p.Conn, rows[start:])
+}
+
+// Insert writes the body rows, then the incoming rows in the same order,
+// so incoming ids (the FIFO order) follow the caller's order.
+func (s *InsertSQL) Insert(r *Runner) InsertChunk {
+	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
+		if _, err := r.Exec(ctx, conn, s.Bodies, Args{"rows": BodyRows(rows)}); err != nil {
+			return err
+		}
+		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": IncomingRows(rows)})
+		return err
+	}
+}
+
+// BodyRows are the values of body rows: ?id ?key ?payload_type ?payload ?headers.
+func BodyRows(rows []dialect.MessageRow) []Args {
+	out := make([]Args, len(rows))
+	for i := range rows {
+		m := &rows[i]
+		out[i] = Args{"id": m.ID[:], "key": KeyArg(m.Key), "payload_type": m.PayloadType, "payload": m.Payload, "headers": HeadersArg(m.Headers)}
+	}
+	return out
+}
+
+// IncomingRows are the values of incoming rows: ?pid ?id.
+func IncomingRows(rows []dialect.MessageRow) []Args {
+	out := make([]Args, len(rows))
+	for i := range rows {
+		out[i] = Args{"pid": rows[i].PartitionID, "id": rows[i].ID[:]}
+	}
+	return out
+}
+
+// PendingList returns the ids that are committed but not yet acked, with
+// stmt (?ids: a list of ids), asking in chunks: one IN list of every id
+// could outgrow a statement.
+func PendingList(ctx context.Context, r *Runner, stmt *Stmt, p *dialect.MessagePendingListParams) ([]dialect.MessageID, error) {
+	const chunk = 1000
+	var out []dialect.MessageID
+	for start := 0; start < len(p.IDs); start += chunk {
+		ids := p.IDs[start:min(start+chunk, len(p.IDs))]
+		args := make([]any, len(ids))
+		for i := range ids {
+			args[i] = ids[i][:]
+		}
+		var found [][]byte
+		if err := r.Query(ctx, r.DB(), stmt, Args{"ids": bun.List(args)}, &found); err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			out = append(out, toID(f))
+		}
+	}
+	return out, nil
+}
+
+// ReadIDs runs a read of int64s (partition ids, say) on the database.
+func ReadIDs(ctx context.Context, r *Runner, stmt *Stmt, args Args) ([]int64, error) {
+	var ids []int64
+	if err := r.Query(ctx, r.DB(), stmt, args, &ids); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}

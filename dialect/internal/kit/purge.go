@@ -1,0 +1,161 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// PurgeSQL is the statements of a partition's purge (docs/ARCHITECTURE.md,
+// "Purge"). ?headers is the filter as one JSON object of every header
+// that must match; a body matches when its headers contain it.
+type PurgeSQL struct {
+	// LockPartition row-locks partition ?pid's row, waiting: sequence.
+	LockPartition *Stmt
+	// ReadProcessor reads partition ?pid's processed_seq and lease_window:
+	// how far past the cursor a live lease's batch may reach (a lease from
+	// before lease_limit existed: ?largest_batch), 0 without a live lease.
+	// LockProcessor also row-locks it, waiting.
+	ReadProcessor *Stmt
+	LockProcessor *Stmt
+	// Incoming reads partition ?pid's matching incoming rows, up to
+	// ?limit, in id order: id, body_id. CountIncoming counts them all.
+	Incoming      *Stmt
+	CountIncoming *Stmt
+	// Outgoing reads partition ?pid's matching, untombstoned outgoing rows
+	// after seq ?after, up to ?limit, in seq order: seq, body_id.
+	// CountOutgoing counts those in (?after, ?upto].
+	Outgoing      *Stmt
+	CountOutgoing *Stmt
+	// DeleteIncoming deletes incoming rows ?ids; DeleteBodies bodies ?ids.
+	DeleteIncoming *Stmt
+	DeleteBodies   *Stmt
+	// Tombstone marks partition ?pid's outgoing rows ?seqs purged.
+	Tombstone *Stmt
+	// BlankBodies keeps bodies ?ids (the id, for WaitProcessed and the
+	// vacuum's join) but not their data: payload ?payload (empty).
+	BlankBodies *Stmt
+	// CountPurge counts, on partition ?pid's processor row, a purge that
+	// made tombstones: a lease statement that read its batch from an older
+	// snapshot sees the count changed (PostgreSQL).
+	CountPurge *Stmt
+}
+
+// headersArg renders the filter as one JSON object; ok is false when two
+// headers of the same name want different values, which no message has.
+func headersArg(hs []dialect.Header) (string, bool) {
+	m := make(map[string]string, len(hs))
+	for _, h := range hs {
+		if v, seen := m[h.Key]; seen && v != h.Value {
+			return "", false
+		}
+		m[h.Key] = h.Value
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
+}
+
+// Partition purges up to p.Limit messages of each stage in one
+// transaction. The partition row lock keeps the sequencer from moving rows
+// meanwhile, the processor row lock keeps a lease from being taken or
+// acked meanwhile (and waits out a transactional delivery), so a message
+// is either purged here or delivered, never both.
+func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
+	headers, satisfiable := headersArg(p.Headers)
+	if !satisfiable {
+		return dialect.PurgeResult{}, nil
+	}
+	pid := p.PartitionID
+	var res dialect.PurgeResult
+	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res = dialect.PurgeResult{}
+		var seq []int64
+		if !p.DryRun {
+			if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": pid}, &seq); err != nil {
+				return err
+			}
+		}
+		var procs []struct {
+			ProcessedSeq int64 `bun:"processed_seq"`
+			LeaseWindow  int64 `bun:"lease_window"`
+		}
+		lockProc := s.LockProcessor
+		if p.DryRun {
+			lockProc = s.ReadProcessor
+		}
+		if err := r.Query(ctx, tx, lockProc, Args{"pid": pid, "largest_batch": p.LeaseWindow}, &procs); err != nil {
+			return err
+		}
+		if len(procs) == 0 {
+			return nil // not a registered partition: nothing of it to purge
+		}
+		cursor := procs[0].ProcessedSeq
+		bound := cursor + procs[0].LeaseWindow
+		if bound > cursor {
+			if err := r.Query(ctx, tx, s.CountOutgoing, Args{"pid": pid, "after": cursor, "upto": bound, "headers": headers},
+				&res.InFlight); err != nil {
+				return err
+			}
+		}
+		if p.DryRun {
+			if err := r.Query(ctx, tx, s.CountIncoming, Args{"pid": pid, "headers": headers}, &res.Incoming); err != nil {
+				return err
+			}
+			const noEnd = int64(1<<63 - 1)
+			return r.Query(ctx, tx, s.CountOutgoing, Args{"pid": pid, "after": bound, "upto": noEnd, "headers": headers}, &res.Outgoing)
+		}
+
+		var in []struct {
+			ID     int64  `bun:"id"`
+			BodyID []byte `bun:"body_id"`
+		}
+		if err := r.Query(ctx, tx, s.Incoming, Args{"pid": pid, "headers": headers, "limit": p.Limit}, &in); err != nil {
+			return err
+		}
+		if len(in) > 0 {
+			ids, bodies := make([]int64, len(in)), make([][]byte, len(in))
+			for i, row := range in {
+				ids[i], bodies[i] = row.ID, row.BodyID
+			}
+			if _, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"ids": IDs(ids)}); err != nil {
+				return err
+			}
+			if _, err := r.Exec(ctx, tx, s.DeleteBodies, Args{"ids": bun.List(bodies)}); err != nil {
+				return err
+			}
+		}
+
+		var out []struct {
+			Seq    int64  `bun:"seq"`
+			BodyID []byte `bun:"body_id"`
+		}
+		if err := r.Query(ctx, tx, s.Outgoing, Args{"pid": pid, "after": bound, "headers": headers, "limit": p.Limit}, &out); err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			seqs, bodies := make([]int64, len(out)), make([][]byte, len(out))
+			for i, row := range out {
+				seqs[i], bodies[i] = row.Seq, row.BodyID
+			}
+			if _, err := r.Exec(ctx, tx, s.Tombstone, Args{"pid": pid, "seqs": IDs(seqs)}); err != nil {
+				return err
+			}
+			if _, err := r.Exec(ctx, tx, s.BlankBodies, Args{"payload": []byte{}, "ids": bun.List(bodies)}); err != nil {
+				return err
+			}
+			if _, err := r.Exec(ctx, tx, s.CountPurge, Args{"pid": pid}); err != nil {
+				return err
+			}
+		}
+		res.Incoming, res.Outgoing = len(in), len(out)
+		res.More = len(in) == p.Limit || len(out) == p.Limit
+		return nil
+	})
+	return res, err
+}

@@ -1,0 +1,248 @@
+package kit
+
+import (
+	"context"
+	"sort"
+	"strconv"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// WriteSQL is the end of every move, in its transaction.
+type WriteSQL struct {
+	// InsertOutgoing inserts ?rows (?pid, ?seq, ?body_id), sequenced now.
+	InsertOutgoing *Stmt
+	// DeleteIncoming deletes exactly the incoming rows a move read, given
+	// as one value ?moved (DeleteArg).
+	DeleteIncoming *Stmt
+	// DeleteArg renders the moved rows as DeleteIncoming's ?moved.
+	DeleteArg func(rows []MovedRow) any
+}
+
+// MoveSQL is the move as several simple statements (MySQL, SQLite).
+type MoveSQL struct {
+	// LockPartition locks partition ?pid's row, skipping it when another
+	// transaction holds it, and reads its sequence.
+	LockPartition *Stmt
+	// SelectIncoming reads partition ?pid's first ?limit incoming rows in
+	// FIFO order: id, body_id.
+	SelectIncoming *Stmt
+	// SetSequence sets partition ?pid's sequence to ?sequence.
+	SetSequence *Stmt
+	// LockPartitions locks the free rows of partitions ?pids (a list), in
+	// id order, and reads id, sequence.
+	LockPartitions *Stmt
+	// SelectHeads reads each partition's head of line: ?heads, one item
+	// per partition (?pid, its first ?limit rows, ?alias its derived
+	// table's name), joined by UNION ALL; partition_id, id, body_id.
+	SelectHeads *Stmt
+	// SetSequences sets each partition's sequence: ?cases (WHEN ?pid THEN
+	// ?sequence) for the partitions ?pids.
+	SetSequences *Stmt
+	Write        WriteSQL
+}
+
+type incomingRow struct {
+	ID     int64  `bun:"id"`
+	BodyID []byte `bun:"body_id"`
+}
+
+// Move is the one-partition move: lock the partition row, read incoming
+// in order, allocate seqs, insert outgoing, delete exactly the ids read.
+func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	var res dialect.SequenceMoveResult
+	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
+		var seqs []int64
+		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": p.PartitionID}, &seqs); err != nil {
+			return err
+		}
+		if len(seqs) == 0 {
+			res.Skipped = true
+			return nil
+		}
+		// A plain read: the partition lock already serialises sequencers, and
+		// rows of still-open producers are invisible here; they get later seqs.
+		var rows []incomingRow
+		if err := r.Query(ctx, tx, s.SelectIncoming, Args{"pid": p.PartitionID, "limit": p.Limit}, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		base, n := seqs[0], int64(len(rows))
+		if _, err := r.Exec(ctx, tx, s.SetSequence, Args{"sequence": base + n, "pid": p.PartitionID}); err != nil {
+			return err
+		}
+		moved := make([]MovedRow, len(rows))
+		for i, row := range rows {
+			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: row.BodyID, IncomingID: row.ID}
+		}
+		if err := s.Write.Write(ctx, r, tx, moved); err != nil {
+			return err
+		}
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
+		return nil
+	})
+	if err != nil {
+		return dialect.SequenceMoveResult{}, err
+	}
+	return res, nil
+}
+
+type headRow struct {
+	PartitionID int64  `bun:"partition_id"`
+	ID          int64  `bun:"id"`
+	BodyID      []byte `bun:"body_id"`
+}
+
+func (r headRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
+
+// MoveMany moves several partitions in one transaction of five statements
+// whatever their number: lock the partition rows that are free, read each
+// one's head of line, set every sequence, insert every outgoing row,
+// delete exactly the incoming ids read.
+func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	var out []dialect.SequenceMoveResult
+	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
+		for i, pid := range p.PartitionIDs {
+			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: true}
+		}
+		if len(p.PartitionIDs) == 0 {
+			return nil
+		}
+		var locks []struct {
+			ID       int64 `bun:"id"`
+			Sequence int64 `bun:"sequence"`
+		}
+		if err := r.Query(ctx, tx, s.LockPartitions, Args{"pids": IDs(p.PartitionIDs)}, &locks); err != nil {
+			return err
+		}
+		sequence := make(map[int64]int64, len(locks))
+		heads := make([]Args, len(locks))
+		for i, l := range locks {
+			sequence[l.ID] = l.Sequence
+			heads[i] = Args{"pid": l.ID, "limit": p.Limit, "alias": bun.Safe("h" + strconv.Itoa(i))}
+		}
+		for i := range out {
+			_, locked := sequence[out[i].PartitionID]
+			out[i].Skipped = !locked
+		}
+		if len(locks) == 0 {
+			return nil
+		}
+		var rows []headRow
+		if err := r.Query(ctx, tx, s.SelectHeads, Args{"heads": heads}, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		moved, seqs := NumberRows(rows, sequence)
+		if err := s.setSequences(ctx, r, tx, moved); err != nil {
+			return err
+		}
+		writes := make([]MovedRow, len(rows))
+		for i, row := range rows {
+			writes[i] = MovedRow{PartitionID: row.PartitionID, Seq: seqs[i], BodyID: row.BodyID, IncomingID: row.ID}
+		}
+		if err := s.Write.Write(ctx, r, tx, writes); err != nil {
+			return err
+		}
+		FillMoved(out, moved)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// setSequences sets every moved partition's sequence in one statement.
+func (s *MoveSQL) setSequences(ctx context.Context, r *Runner, tx bun.Tx, moved map[int64]*PartMove) error {
+	pids := make([]int64, 0, len(moved))
+	for pid := range moved {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(a, b int) bool { return pids[a] < pids[b] })
+	cases := make([]Args, len(pids))
+	for i, pid := range pids {
+		m := moved[pid]
+		cases[i] = Args{"pid": pid, "sequence": m.Base + int64(m.N)}
+	}
+	_, err := r.Exec(ctx, tx, s.SetSequences, Args{"cases": cases, "pids": IDs(pids)})
+	return err
+}
+
+// PartMove is what a several-partition move does to one partition: it had
+// sequence Base and gets N more rows.
+type PartMove struct {
+	Base int64
+	N    int
+}
+
+// NumberRows gives each partition's rows the next seqs in the order read
+// (the head of line's order).
+func NumberRows[R interface{ Keys() (pid, id int64) }](rows []R, sequence map[int64]int64) (map[int64]*PartMove, []int64) {
+	moved := map[int64]*PartMove{}
+	seqs := make([]int64, len(rows))
+	for i, row := range rows {
+		pid, _ := row.Keys()
+		m := moved[pid]
+		if m == nil {
+			m = &PartMove{Base: sequence[pid]}
+			moved[pid] = m
+		}
+		m.N++
+		seqs[i] = m.Base + int64(m.N)
+	}
+	return moved, seqs
+}
+
+// FillMoved sets each result's Moved, FirstSeq and LastSeq.
+func FillMoved(out []dialect.SequenceMoveResult, moved map[int64]*PartMove) {
+	for i := range out {
+		if m := moved[out[i].PartitionID]; m != nil {
+			out[i].Moved, out[i].FirstSeq, out[i].LastSeq = m.N, m.Base+1, m.Base+int64(m.N)
+		}
+	}
+}
+
+// MovedRow is an incoming row and the seq a move gives it.
+type MovedRow struct {
+	PartitionID int64
+	Seq         int64
+	BodyID      []byte
+	IncomingID  int64
+	// IncomingTID is the row's ctid as text, "(block,offset)", where the
+	// dialect deletes by it (PostgreSQL); empty elsewhere.
+	IncomingTID string
+}
+
+// IncomingIDs are the incoming ids of moved rows.
+func IncomingIDs(rows []MovedRow) []int64 {
+	ids := make([]int64, len(rows))
+	for i, row := range rows {
+		ids[i] = row.IncomingID
+	}
+	return ids
+}
+
+// Write is the end of every move, in its transaction: insert the outgoing
+// rows, then delete exactly the incoming rows read — a range would also
+// delete a row with a smaller id that committed meanwhile, and lose that
+// message.
+func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow) error {
+	items := make([]Args, len(rows))
+	for i, row := range rows {
+		items[i] = Args{"pid": row.PartitionID, "seq": row.Seq, "body_id": row.BodyID}
+	}
+	if _, err := r.Exec(ctx, tx, s.InsertOutgoing, Args{"rows": items}); err != nil {
+		return err
+	}
+	_, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"moved": s.DeleteArg(rows)})
+	return err
+}

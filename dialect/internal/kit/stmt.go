@@ -1,0 +1,121 @@
+// Package kit is what the three dialects share below their SQL: the one
+// way a statement is declared and run, and the Go flows (chunking,
+// locking order, scanning, error mapping) of operations whose steps are
+// the same everywhere. It holds no SQL text: every statement is written
+// out whole in its dialect's package and handed to a flow as an argument
+// (docs/ARCHITECTURE.md, "The SQL layer").
+package kit
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Mode is how a statement runs; it is fixed per statement.
+type Mode int
+
+const (
+	// Inlined statements are formatted by bun: every value is appended to
+	// the text as a literal, escaped by the database's bun dialect.
+	Inlined Mode = iota + 1
+	// Prepared statements are prepared once per connection and run with
+	// their values bound as parameters: the server parses (and PostgreSQL
+	// plans, with a generic plan once it pays) the text once. The hot
+	// path's fixed-shape statements run this way.
+	Prepared
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Inlined:
+		return "inlined"
+	case Prepared:
+		return "prepared"
+	default:
+		return "invalid"
+	}
+}
+
+// Stmt is one SQL statement of one dialect, written out whole. Its text
+// has two kinds of placeholder and nothing else is ever filled in:
+//
+//   - {table} words (body, incoming, …): the tables of the dialect's
+//     validated prefix, substituted once when the dialect is built;
+//   - ?name values, given in Args: bun appends them (Inlined) or they are
+//     bound as parameters (Prepared).
+//
+// A multi-row statement names its repeated piece with a List: ?rows in
+// the text, with the item written beside it.
+type Stmt struct {
+	Text  string
+	Mode  Mode
+	Lists []List
+}
+
+// List is a piece of a statement repeated once per item, joined by Sep:
+// the rows of a VALUES list, the WHEN arms of a CASE. Its Item has the
+// statement's placeholders; the items' values are the []Args given for
+// the list's ?Name.
+type List struct {
+	Name string
+	Item string
+	Sep  string
+}
+
+// Inline declares a statement whose values bun inlines.
+func Inline(text string, lists ...List) *Stmt {
+	return &Stmt{Text: text, Mode: Inlined, Lists: lists}
+}
+
+// Prepare declares a statement run prepared, its values bound.
+func Prepare(text string) *Stmt {
+	return &Stmt{Text: text, Mode: Prepared}
+}
+
+// Rows is a VALUES list: ?rows, items joined by ", ".
+func Rows(item string) List { return List{Name: "rows", Item: item, Sep: ", "} }
+
+// Args are the ?name values of one run of a statement. A List's value is
+// a []Args, one per item.
+type Args map[string]any
+
+// tableWord matches {name}.
+var tableWord = regexp.MustCompile(`\{([a-z_]+)\}`)
+
+// namedValue matches ?name. A statement has no other ?: a bare ? would
+// be bound to nothing, or to the wrong value.
+var namedValue = regexp.MustCompile(`\?([a-z][a-z0-9_]*)`)
+
+// expand substitutes the table words of text, failing on an unknown one
+// (a misspelled table must not render as empty text) and on a ? that is
+// not a named value.
+func expand(text string, tables map[string]string) (string, error) {
+	var unknown []string
+	out := tableWord.ReplaceAllStringFunc(text, func(m string) string {
+		if t, ok := tables[m[1:len(m)-1]]; ok {
+			return t
+		}
+		unknown = append(unknown, m)
+		return m
+	})
+	if len(unknown) > 0 {
+		return "", fmt.Errorf("unknown table word %s", strings.Join(unknown, ", "))
+	}
+	if all, named := strings.Count(out, "?"), len(namedValue.FindAllString(out, -1)); all != named {
+		return "", fmt.Errorf("%d of its %d ? are not ?name values", all-named, all)
+	}
+	return out, nil
+}
+
+// names lists the ?name values of text, in order of appearance, once each.
+func names(text string) []string {
+	var out []string
+	for _, m := range namedValue.FindAllStringSubmatch(text, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
