@@ -36,7 +36,7 @@ type DeadLetterSQL struct {
 
 // FilterArgs are a filter's values: ?none = 1 matches nothing; ?any_id,
 // ?any_partition and ?any_status = 1 switch off the list after them
-// (?ids, ?pids, ?statuses, never empty); ?payload_type '' and NULL
+// (?ids, ?pids, ?statuses, never empty); ?payload_type ” and NULL
 // ?message_id, ?failed_from, ?failed_to, ?completed_to switch off theirs.
 func FilterArgs(f *dialect.DeadLetterFilter) Args {
 	none := (f.IDs != nil && len(f.IDs) == 0) || (f.PartitionIDs != nil && len(f.PartitionIDs) == 0)
@@ -198,4 +198,3 @@ func chunks(ctx context.Context, r *Runner, n int, chunk func(lo, hi int) (int64
 	}
 	return total, nil
 }
-

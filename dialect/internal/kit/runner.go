@@ -70,7 +70,7 @@ type listItem struct {
 type compiled struct {
 	name  string
 	text  string
-	names []string            // ?name values of text
+	names []string             // ?name values of text
 	lists map[string]*listItem // by list name
 
 	// Prepared statements: the text as prepared, where parameter i
