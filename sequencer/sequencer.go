@@ -40,7 +40,8 @@ type Config struct {
 	// Workers is how many partitions are sequenced at once. One loop bounds
 	// both throughput and latency. Defaults to the database's measured
 	// default (dialect.Tuning: 4 on PostgreSQL, 2 on MySQL/MariaDB, 1 on
-	// SQLite), or WorkersDefault where none is known.
+	// SQLite; BENCHMARKS.md, "Figures behind design choices", "Sequencer
+	// workers per database"), or WorkersDefault where none is known.
 	Workers int
 	// BatchSize is the rows moved per transaction. Defaults to 1000.
 	BatchSize int

@@ -106,8 +106,8 @@ func New(d Store, cfg Config) *Vacuum {
 	cfg = cfg.WithDefaults()
 	// Partitions are swept in parallel where the database allows (see
 	// dialect.Tuning): on a busy server one sweeping connection gets too
-	// small a share to keep up with the acks (MariaDB, 2 cores, 31k msgs/s:
-	// 550k processed rows left after a minute).
+	// small a share to keep up with the acks (BENCHMARKS.md, "Figures
+	// behind design choices", "Vacuum workers").
 	return &Vacuum{d: d, cfg: cfg, log: cfg.Logger.With("component", "vacuum"), workers: max(1, d.Tuning().VacuumWorkers)}
 }
 
@@ -136,10 +136,10 @@ func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
 			failures = 0
 			if behind {
 				// Acks outpace one sweep per interval: waiting would let
-				// processed rows pile up (measured on MariaDB under full
-				// load: 800k rows left after a minute). Sweeping at once
-				// whenever a sweep was merely large costs SQLite's single
-				// writer a quarter of its sustained throughput.
+				// processed rows pile up. Sweeping at once whenever a sweep
+				// was merely large costs SQLite's single writer too much of
+				// its sustained throughput (BENCHMARKS.md, "Figures behind
+				// design choices", "Vacuum sweeps again when behind").
 				delay = 0
 			}
 		case waitCtx.Err() != nil:

@@ -75,9 +75,10 @@ func (d *listeningDialect) Features() dialect.Feature { return 0 }
 func (d *listeningDialect) Tuning() dialect.Tuning {
 	return dialect.Tuning{SequencerWorkers: 1, VacuumWorkers: 1}
 }
-func (d *listeningDialect) IsRetryable(err error) bool { return false }
-func (d *listeningDialect) Release() error             { return nil }
-func (d *listeningDialect) IsTransient(err error) bool { return false }
+func (d *listeningDialect) IsRetryable(err error) bool    { return false }
+func (d *listeningDialect) Prepare(context.Context) error { return nil }
+func (d *listeningDialect) Release() error                { return nil }
+func (d *listeningDialect) IsTransient(err error) bool    { return false }
 func (d *listeningDialect) Limits() dialect.Limits {
 	return dialect.Limits{MaxPayloadBytes: 1 << 20, MaxStatementBytes: 16 << 20}
 }
