@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestFlavorIsRetryable(t *testing.T) {
+func TestIsRetryable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		msg  string
@@ -25,8 +25,8 @@ func TestFlavorIsRetryable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.msg, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, flavor{}.IsRetryable(errors.New(tt.msg)))
-			require.Equal(t, tt.want, flavor{}.IsRetryable(fmt.Errorf("exec: %w", errors.New(tt.msg))), "wrapped")
+			require.Equal(t, tt.want, isRetryable(errors.New(tt.msg)))
+			require.Equal(t, tt.want, isRetryable(fmt.Errorf("exec: %w", errors.New(tt.msg))), "wrapped")
 		})
 	}
 }
@@ -75,7 +75,7 @@ func TestCheckVersionGarbage(t *testing.T) {
 	}
 }
 
-func TestFlavorIsDisconnect(t *testing.T) {
+func TestIsDisconnect(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		err  error
@@ -87,6 +87,6 @@ func TestFlavorIsDisconnect(t *testing.T) {
 		{driver.ErrBadConn, true},
 		{errors.New("Error 1062 (23000): Duplicate entry"), false},
 	} {
-		require.Equal(t, tt.want, flavor{}.IsDisconnect(tt.err), "%v", tt.err)
+		require.Equal(t, tt.want, isDisconnect(tt.err), "%v", tt.err)
 	}
 }
