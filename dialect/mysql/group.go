@@ -1,0 +1,67 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// groupSQL is the group leases and acks (engine.GroupLeaser): a few
+// statements for many partitions. Each queue has its own lease duration
+// and batch size, so both are CASE lists by partition.
+var groupSQL = kit.GroupSQL{
+	// Leasable rows with work, in partition order (the order every group
+	// locks them in); SKIP LOCKED passes over rows another transaction is
+	// leasing.
+	LockLeasable: kit.Inline(`SELECT partition_id, processed_seq, attempts FROM {processor}
+WHERE partition_id IN (?pids)
+AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
+AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
+AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id)
+ORDER BY partition_id FOR UPDATE SKIP LOCKED`),
+	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
+locked_until = TIMESTAMPADD(MICROSECOND, (CASE partition_id ?lease_cases END), UTC_TIMESTAMP(6)),
+lease_limit = (CASE partition_id ?limit_cases END), attempts = attempts + 1
+WHERE partition_id IN (?pids)`,
+		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
+		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
+	// The acks wait for the row lock instead of skipping: the rows are
+	// ours unless a lease expired, and a skip would read as a lost lease.
+	LockOwned: kit.Inline(`SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence
+FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner ORDER BY partition_id FOR UPDATE`),
+	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
+next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
+WHERE partition_id IN (?pids)`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "}),
+	// The ack and the next lease of the partitions in ?more as one new
+	// version of each row: a lease taken by a second UPDATE made two
+	// (docs/ARCHITECTURE.md, "Cost that stays flat").
+	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL,
+attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END,
+locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END,
+locked_until = CASE WHEN partition_id IN (?more) THEN TIMESTAMPADD(MICROSECOND, (CASE partition_id ?lease_cases END), UTC_TIMESTAMP(6)) END,
+lease_limit = CASE WHEN partition_id IN (?more) THEN (CASE partition_id ?limit_cases END) ELSE lease_limit END
+WHERE partition_id IN (?pids)`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "},
+		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
+		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
+	// Every batch in one statement, a seq range per partition (seqs are
+	// gap-free above processed_seq, so "the next n" is (lo, hi]), joined by
+	// UNION ALL; the body probed by primary key from each outgoing row.
+	ReadParts: kit.Inline(`?parts`, kit.List{Name: "parts", Sep: " UNION ALL ",
+		Item: `SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id WHERE o.partition_id = ?pid AND o.seq > ?lo AND o.seq <= ?hi`}),
+}
+
+// ProcessorLeaseGroup takes several partitions' leases in one transaction;
+// see engine.GroupLeaser.
+func (d *mysqlDialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+	return groupSQL.Lease(ctx, d.Runner, p)
+}
+
+// ProcessorAckLeaseGroup acks and re-leases several partitions in one
+// transaction; see engine.GroupLeaser.
+func (d *mysqlDialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+	return groupSQL.AckAndLease(ctx, d.Runner, p)
+}

@@ -1,0 +1,48 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// purgeSQL is a partition's purge (docs/ARCHITECTURE.md, "Purge"). A body
+// matches when its headers contain ?headers, one JSON object of every
+// header that must match: JSON_CONTAINS needs no JSON path, so no header
+// name is ever quoted inside one. Bodies are probed by primary key from
+// each incoming or outgoing row (STRAIGHT_JOIN keeps that row's table
+// first whatever the statistics say).
+var purgeSQL = kit.PurgeSQL{
+	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR UPDATE`),
+	// lease_window: how far past the cursor a live lease's batch may reach.
+	ReadProcessor: kit.Inline(`SELECT processed_seq,
+CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
+FROM {processor} WHERE partition_id = ?pid`),
+	LockProcessor: kit.Inline(`SELECT processed_seq,
+CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
+FROM {processor} WHERE partition_id = ?pid FOR UPDATE`),
+	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
+WHERE i.partition_id = ?pid AND JSON_CONTAINS(b.headers, ?headers) ORDER BY i.id LIMIT ?limit`),
+	CountIncoming: kit.Inline(`SELECT COUNT(*) FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
+WHERE i.partition_id = ?pid AND JSON_CONTAINS(b.headers, ?headers)`),
+	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers) ORDER BY o.seq LIMIT ?limit`),
+	CountOutgoing: kit.Inline(`SELECT COUNT(*) FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers)`),
+	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),
+	DeleteBodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
+	Tombstone:      kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
+	// A tombstone keeps its body row (the id, for WaitProcessed and the
+	// vacuum's join) but not its data.
+	BlankBodies: kit.Inline(`UPDATE {body} SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),
+	// Kept on every database so the purge is one flow; only PostgreSQL's
+	// one-statement leases read it back.
+	CountPurge: kit.Inline(`UPDATE {processor} SET purges = purges + 1 WHERE partition_id = ?pid`),
+}
+
+// PurgePartition purges up to p.Limit messages of each stage of a
+// partition in one transaction.
+func (d *mysqlDialect) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
+	return purgeSQL.Partition(ctx, d.Runner, p)
+}

@@ -1,0 +1,35 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// registerSQL creates a queue's rows. INSERT IGNORE skips the rows that
+// exist already: registration is idempotent, and two processes registering
+// the same queue at once both succeed.
+var registerSQL = kit.RegisterSQL{
+	PartitionRows:        kit.Inline(`SELECT id, partition_no FROM {partitions} WHERE queue = ?queue ORDER BY partition_no`),
+	InsertPartitions:     kit.Inline(`INSERT IGNORE INTO {partitions} (queue, partition_no) VALUES ?rows`, kit.Rows(`(?queue, ?no)`)),
+	InsertProcessors:     kit.Inline(`INSERT IGNORE INTO {processor} (partition_id) VALUES ?rows`, kit.Rows(`(?pid)`)),
+	InsertVacuumCounters: kit.Inline(`INSERT IGNORE INTO {vacuum_counter} (partition_id) VALUES ?rows`, kit.Rows(`(?pid)`)),
+}
+
+// The partition list, by the unique key (queue, partition_no). They are
+// statements of statsSQL, the set of the read-only views.
+var (
+	partitionListSQL      = kit.Inline(`SELECT id, queue, partition_no FROM {partitions} ORDER BY queue, partition_no`)
+	partitionListQueueSQL = kit.Inline(`SELECT id, queue, partition_no FROM {partitions} WHERE queue = ?queue ORDER BY partition_no`)
+)
+
+// QueueRegister creates the queues' rows if missing, in one transaction.
+func (d *mysqlDialect) QueueRegister(ctx context.Context, p *dialect.QueueRegisterParams) ([][]int64, error) {
+	return registerSQL.Register(ctx, d.Runner, p)
+}
+
+// PartitionList names the partitions of one queue, or of all.
+func (d *mysqlDialect) PartitionList(ctx context.Context, p *dialect.PartitionListParams) ([]dialect.PartitionInfo, error) {
+	return statsSQL.PartitionNames(ctx, d.Runner, p)
+}

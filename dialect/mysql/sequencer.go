@@ -1,0 +1,69 @@
+package mysql
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// sequencerStmts are the sequencer's statements of this dialect's own.
+type sequencerStmts struct {
+	// IncomingPartitions lists the partitions with incoming rows (the
+	// reconciler): one index probe per partition, where DISTINCT over
+	// incoming would read the whole backlog.
+	IncomingPartitions *kit.Stmt
+}
+
+var sequencerSQL = sequencerStmts{
+	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
+WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id)`),
+}
+
+// moveSQL is the move as several simple statements in one transaction.
+var moveSQL = kit.MoveSQL{
+	// SKIP LOCKED: a partition another sequencer is moving is skipped, not
+	// waited for.
+	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR UPDATE SKIP LOCKED`),
+	// A plain read: the partition lock already serialises sequencers, and
+	// rows of still-open producers are invisible here; they get later seqs.
+	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
+	SetSequence:    kit.Inline(`UPDATE {partitions} SET sequence = ?sequence WHERE id = ?pid`),
+	// In id order, the order every several-partition move locks them in.
+	LockPartitions: kit.Inline(`SELECT id, sequence FROM {partitions} WHERE id IN (?pids) ORDER BY id FOR UPDATE SKIP LOCKED`),
+	// One partition's head of line per derived table, joined by UNION ALL:
+	// a LIMIT inside a compound SELECT needs the derived table.
+	SelectHeads: kit.Inline(`?heads`, kit.List{Name: "heads", Sep: " UNION ALL ",
+		Item: `SELECT * FROM (SELECT partition_id, id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit) AS ?alias`}),
+	SetSequences: kit.Inline(`UPDATE {partitions} SET sequence = CASE id ?cases END WHERE id IN (?pids)`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?sequence`, Sep: " "}),
+	Write: kit.WriteSQL{
+		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+			kit.Rows(`(?pid, ?seq, ?body_id, UTC_TIMESTAMP(6))`)),
+		// The ids read, given as one JSON array, joined to incoming with
+		// STRAIGHT_JOIN so every row is found by primary key. A plain
+		// "DELETE … WHERE id IN (…)" may be planned as a table scan while
+		// the table is small, and a scanning DELETE waits on any open
+		// producer's uncommitted row (no semi-consistent read for DELETE),
+		// stalling the sequencer for as long as that producer stays open.
+		DeleteIncoming: kit.Inline(`DELETE i FROM JSON_TABLE(?moved, '$[*]' COLUMNS (id BIGINT PATH '$')) d
+STRAIGHT_JOIN {incoming} i ON i.id = d.id`),
+		DeleteArg: func(rows []kit.MovedRow) any { return kit.JSONArray(kit.IncomingIDs(rows)) },
+	},
+}
+
+// IncomingPartitionList lists partitions with unsequenced rows.
+func (d *mysqlDialect) IncomingPartitionList(ctx context.Context, _ *dialect.IncomingPartitionListParams) ([]int64, error) {
+	return kit.ReadIDs(ctx, d.Runner, sequencerSQL.IncomingPartitions, nil)
+}
+
+// SequenceMove moves one batch with several simple statements.
+func (d *mysqlDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	return moveSQL.Move(ctx, d.Runner, p)
+}
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements.
+func (d *mysqlDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	return moveSQL.MoveMany(ctx, d.Runner, p)
+}

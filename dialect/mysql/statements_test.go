@@ -1,0 +1,46 @@
+package mysql
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/mysqldialect"
+	"github.com/uptrace/bun/schema"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/golden"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// TestStatements pins every statement this dialect runs, rendered with
+// fixed sample values, in testdata/sql/mysql.sql (docs/ARCHITECTURE.md,
+// "The SQL layer"). It needs no database: the dialect is built for a
+// server with a 64 MiB packet.
+func TestStatements(t *testing.T) {
+	t.Parallel()
+	d, err := newDialect(nil, dialect.DefaultPrefix, server{packet: 64 << 20})
+	require.NoError(t, err)
+	messageIDs := bun.List([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}})
+	overrides := map[string]any{
+		// One JSON value where the samples have a list.
+		"moved":  kit.JSONArray([]int64{11, 12}),
+		"keys":   kit.HexJSONArray([][]byte{[]byte("customer-42"), []byte("customer-43")}),
+		"ranges": kit.RangesJSON([]dialect.VacuumRange{{PartitionID: 7, FromSeq: 40, ToSeq: 140}, {PartitionID: 8, FromSeq: 0, ToSeq: 12}}),
+		"more":   bun.List([]int64{7}),
+		// Values of another type than the sample of the same name.
+		"migrationLockSQL.Take?name":           "seqbox_migrate",
+		"migrationLockSQL.Release?name":        "seqbox_migrate",
+		"enqueueStmts.PendingList?ids":         messageIDs,
+		"ProcessorSQL.DeadLetters.Resolve?ids": messageIDs,
+		"DeadLetterSQL.SetStatus?from":         dialect.DeadLetterPending,
+		"DeadLetterSQL.SetStatus?to":           dialect.DeadLetterResolved,
+		"DeadLetterSQL.SetReplayed?from":       dialect.DeadLetterPending,
+		"DeadLetterSQL.SetReplayed?to":         dialect.DeadLetterReplayed,
+		"DeadLetterSQL.SetReplayed?id":         int64(11),
+		"PurgeSQL.DeleteBodies?ids":            messageIDs,
+		"PurgeSQL.BlankBodies?ids":             messageIDs,
+		"PurgeSQL.BlankBodies?payload":         []byte{},
+	}
+	golden.Statements(t, "mysql", d.Runner, schema.NewQueryGen(mysqldialect.New()), overrides, *update)
+}

@@ -1,0 +1,51 @@
+package mysql
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		version string
+		mariaDB bool
+		ok      bool
+	}{
+		{"10.11.14-MariaDB-0+deb12u1", true, true},
+		{"10.6.0-MariaDB", true, true},
+		{"11.4.2-MariaDB", true, true},
+		{"10.5.2-MariaDB", true, false},
+		{"8.0.36", false, true},
+		{"8.0.4", false, true},
+		{"8.0.3", false, false},
+		{"8.4.0-commercial", false, true},
+		{"9.1.0", false, true},
+		{"8.0.0", false, false},
+		{"5.7.44", false, false},
+		{"5.7.44-log", false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			t.Parallel()
+			mariaDB, err := checkVersion(tt.version)
+			require.Equal(t, tt.mariaDB, mariaDB)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrServerTooOld)
+			require.Contains(t, err.Error(), tt.version)
+		})
+	}
+}
+
+func TestCheckVersionGarbage(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"", "garbage", "v8.0.36", "8.0", "MariaDB"} {
+		_, err := checkVersion(v)
+		require.Error(t, err, "%q", v)
+		require.ErrorIs(t, err, ErrServerTooOld, "%q", v)
+	}
+}
