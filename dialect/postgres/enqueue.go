@@ -36,9 +36,9 @@ INSERT INTO {incoming} (partition_id, body_id) VALUES ?incoming`,
 
 // cteInsertMaxRows is the largest chunk written as one statement
 // (insertOneSQL). The CTE wins at small chunks, where the round trip it
-// saves is what costs, ties around 30 rows, and loses at 100, where the
-// two plain INSERTs cost the server less per row (BENCHMARKS.md,
-// "PostgreSQL enqueue: one statement or two").
+// saves is what costs, and loses at large ones, where the two plain
+// INSERTs cost the server less per row (BENCHMARKS.md, "Figures behind
+// design choices", "PostgreSQL insert shape").
 const cteInsertMaxRows = 49
 
 // MessageInsertMany writes each chunk: small ones in one statement, larger

@@ -20,6 +20,8 @@ WHERE partition_id IN (?pids)
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id)
 ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED`),
+	// The always-true set_config condition makes the lease's transaction
+	// commit asynchronously at no extra round trip (see processor.go).
 	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
 	locked_until = (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond'),
 	lease_limit = (CASE partition_id ?limit_cases END), attempts = attempts + 1
@@ -31,6 +33,8 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) 
 	LockOwned: kit.Inline(`SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence
 FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner
 ORDER BY partition_id FOR NO KEY UPDATE`),
+	// Commits asynchronously: the always-true set_config condition sets it
+	// for the statement's transaction at no extra round trip.
 	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
 	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
 WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
@@ -38,7 +42,9 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) 
 	// The ack and the next lease of the partitions in ?more, as one new
 	// version of each row: a lease taken by a second UPDATE made two, and
 	// under a held snapshot every version stays in the chain each later
-	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat").
+	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat"). It
+	// commits asynchronously, set by the always-true set_config condition
+	// at no extra round trip.
 	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL,
 	attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END,
 	locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END,
@@ -56,7 +62,7 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) 
 	// (docs/ARCHITECTURE.md, "Plans that do not depend on statistics"). A
 	// UNION ALL with a branch per partition is planned anew on every call,
 	// and the planning costs about as much as the run (BENCHMARKS.md,
-	// "PostgreSQL grouped reads").
+	// "Figures behind design choices", "Group read of constant shape").
 	ReadRanges: kit.Prepare(`SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint[])) AS r(pid, lo, hi)
 CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM {outgoing} o

@@ -220,7 +220,7 @@ func parseIDs(payload string) []int64 {
 // transaction. A notification sent inside the producer's transaction would
 // take PostgreSQL's database-wide notify lock through that transaction's
 // commit, and serialise the producers' commits on it (BENCHMARKS.md,
-// "Wake-ups across processes").
+// "Wake-ups across processes", issue 12).
 func (d *pgDialect) NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error {
 	var err error
 	switch {

@@ -30,8 +30,9 @@ var processorSQL = kit.ProcessorSQL{
 WHERE pr.partition_id IN (?pids) AND pa.sequence > pr.processed_seq
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())`),
-	// The transactional handler's transaction: its lock statement also
-	// makes it commit asynchronously.
+	// The transactional handler's transaction: the always-true set_config
+	// condition of its lock makes it commit asynchronously, at no extra
+	// round trip.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor}
 WHERE partition_id = ?pid
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
@@ -44,7 +45,8 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// of a body table whose pages were all pruned records a density near
 	// zero, the planner then believes body has one row and scans its whole
 	// index as the outer side of a join (docs/ARCHITECTURE.md, "Plans that
-	// do not depend on statistics"). Every read of body here has this shape.
+	// do not depend on statistics"; BENCHMARKS.md, "Figures behind design
+	// choices", "Body probed by primary key"). Every read of body here has this shape.
 	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit`),
@@ -78,15 +80,17 @@ type leases struct {
 	// trace a process crash leaves; it commits asynchronously, so a server
 	// crash can lose that count (see ProcessorLease in package dialect for
 	// why that is safe). seen_purges is the purge count the statement's
-	// snapshot sees (see fresh).
+	// snapshot sees (see fresh). The always-true set_config condition sets
+	// synchronous_commit off for the statement at no extra round trip.
 	Batch *kit.Stmt
 	// Ack records an outcome without dead letters: one UPDATE, guarded by
-	// the lease when ?owner is not empty, committed asynchronously.
+	// the lease when ?owner is not empty, committed asynchronously (the
+	// always-true set_config condition, at no extra round trip).
 	Ack *kit.Stmt
 	// AckLease is a clean, lease-guarded ack and Batch in one statement: it
 	// keeps the lease (attempts = 1: the next batch's delivery is counted
 	// now) when the partition has more sequenced rows, and releases it
-	// otherwise.
+	// otherwise. Committed asynchronously, as Ack.
 	AckLease *kit.Stmt
 	// Returning takes the lease alone, in the transaction of an ack and
 	// lease that the one statement cannot take (kit.LeaseReturning): the

@@ -33,11 +33,11 @@ import (
 // rows per partition than the batch limit and picks a bitmap heap scan
 // plus sort, which visits every deleted-but-not-vacuumed row of the
 // partition on each move, where a plain index scan marks those index
-// entries dead once and skips them afterwards (BENCHMARKS.md, "PostgreSQL
-// moves: bitmap scans off"). Partition rows are locked FOR NO KEY UPDATE:
-// it does not conflict with the KEY SHARE a foreign key takes, and is all
-// a non-key UPDATE needs; SKIP LOCKED passes over a partition another
-// sequencer is moving.
+// entries dead once and skips them afterwards (BENCHMARKS.md, "Figures
+// behind design choices", "PostgreSQL move with bitmap scans off").
+// Partition rows are locked FOR NO KEY UPDATE: it does not conflict with
+// the KEY SHARE a foreign key takes, and is all a non-key UPDATE needs;
+// SKIP LOCKED passes over a partition another sequencer is moving.
 
 // moves is the sequencer's statements but the end of a move (writeSQL).
 type moves struct {
@@ -48,10 +48,12 @@ type moves struct {
 
 	// Lock, Select and Update are the one-partition move as several
 	// simple statements. Lock locks partition ?pid's row and reads its
-	// sequence, its bound and the snapshot's xmin as bigints; Select reads
-	// up to ?limit rows from ?bound, each with its ctid (the delete's key,
-	// stable under the partition lock); Update sets the new ?sequence and
-	// ?bound.
+	// sequence, its bound and the snapshot's xmin as bigints; its two
+	// always-true set_config conditions turn bitmap scans and
+	// synchronous_commit off for the move's transaction at no extra round
+	// trip (see above). Select reads up to ?limit rows from ?bound, each
+	// with its ctid (the delete's key, stable under the partition lock);
+	// Update sets the new ?sequence and ?bound.
 	Lock   *kit.Stmt
 	Select *kit.Stmt
 	Update *kit.Stmt
@@ -62,7 +64,8 @@ type moves struct {
 	// ManyLock, ManySelect and ManyUpdate are the several-partition move:
 	// the same steps for any number of partitions, each list one array
 	// value (?pids ?bounds ?seqs, kit.PGArray) so that the text does not
-	// change with their number.
+	// change with their number. ManyLock sets its transaction's settings
+	// as Lock does.
 	ManyLock   *kit.Stmt
 	ManySelect *kit.Stmt
 	ManyUpdate *kit.Stmt
@@ -91,13 +94,15 @@ ORDER BY xid, id LIMIT ?limit`),
 	// autovacuum off and statistics from a near-empty table, as a full scan
 	// of the (partition_id, xid, id) index, after which the sequencer
 	// stalled for good (docs/ARCHITECTURE.md, "Plans that do not depend on
-	// statistics"; BENCHMARKS.md, "PostgreSQL moves: planner incidents").
-	// The partition lock makes the ctids stable: only its holder deletes the
-	// partition's rows, and nothing updates them. Rows are numbered in (xid,
-	// id) order because DELETE … RETURNING has no order. All CTEs share one
-	// snapshot, so the base seq comes from the UPDATE's own RETURNING, and
-	// the xmin is the read's. An empty batch writes nothing. The condition
-	// on synchronous_commit is always true (see above).
+	// statistics"; BENCHMARKS.md, "Figures behind design choices",
+	// "PostgreSQL move deletes by ctid"). The partition lock makes the
+	// ctids stable: only its holder deletes the partition's rows, and
+	// nothing updates them. Rows are numbered in (xid, id) order because
+	// DELETE … RETURNING has no order. All CTEs share one snapshot, so the
+	// base seq comes from the UPDATE's own RETURNING, and the xmin is the
+	// read's. An empty batch writes nothing. The condition on
+	// synchronous_commit is always true: it sets the setting for the
+	// statement's transaction at no extra round trip (see above).
 	Backlog: kit.Inline(`WITH p AS (SELECT id, incoming_xid FROM {partitions}
 	WHERE id = ?pid AND set_config('synchronous_commit', 'off', true) = 'off'
 	FOR NO KEY UPDATE SKIP LOCKED),
@@ -144,8 +149,9 @@ var writeSQL = kit.WriteSQL{
 	// ANALYZE had seen a table of dead rows, as a scan of incoming, and the
 	// sequencer stalled; "id IN (…1000 literals…)" was slow to plan and
 	// became a sequential scan (docs/ARCHITECTURE.md, "Plans that do not
-	// depend on statistics"; BENCHMARKS.md, "PostgreSQL moves: planner
-	// incidents"). A TID scan, whatever the statistics say.
+	// depend on statistics"; BENCHMARKS.md, "Figures behind design
+	// choices", "PostgreSQL move deletes by ctid"). A TID scan, whatever
+	// the statistics say.
 	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE ctid = ANY(CAST(?moved AS tid[]))`),
 	DeleteArg:      tidArray,
 }
@@ -190,8 +196,8 @@ func nextBound(bound, xmin, lastXID int64, full bool) int64 {
 // SequenceMove moves one batch. Moves that follow a full one (p.Backlog)
 // use the single statement: it drains a backlog faster. Small moves are
 // cheaper as several simple statements: planning the CTE costs more
-// database CPU than the round trips it saves (BENCHMARKS.md, "PostgreSQL
-// moves: one statement or several").
+// database CPU than the round trips it saves (BENCHMARKS.md, "Figures
+// behind design choices", "PostgreSQL backlog move in one statement").
 func (d *pgDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	if !p.Backlog {
 		return d.sequenceMoveStatements(ctx, p)

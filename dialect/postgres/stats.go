@@ -17,8 +17,8 @@ var statsSQL = kit.StatsSQL{
 	// The head of the sequenced line by primary key (seqs are gap-free
 	// above processed_seq), and the head of the incoming line through the
 	// index in the moves' order: MIN(created_at) over the join read every
-	// row of a backlog, dead rows included (BENCHMARKS.md, "The cost of
-	// Stats").
+	// row of a backlog, dead rows included (BENCHMARKS.md, "Figures behind
+	// design choices", "Oldest message by index").
 	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 	(SELECT b.created_at FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
@@ -56,9 +56,10 @@ type statsSettings struct {
 	// JITOff turns JIT off for the rest of the transaction: the planner,
 	// with no statistics on the tiny partitions table, assumes thousands of
 	// rows and JIT-compiles the per-partition subqueries, which costs far
-	// more than the query's run (BENCHMARKS.md, "The cost of Stats").
-	// set_config(…, true) lasts until the transaction ends; it runs first
-	// because a statement is planned before any of it runs.
+	// more than the query's run (BENCHMARKS.md, "Figures behind design
+	// choices", "PostgreSQL stats with JIT off"). set_config(…, true)
+	// lasts until the transaction ends; it runs first because a statement
+	// is planned before any of it runs.
 	JITOff *kit.Stmt
 }
 

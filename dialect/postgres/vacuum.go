@@ -19,9 +19,10 @@ type vacuums struct {
 	// loops only and commits it asynchronously (docs/ARCHITECTURE.md,
 	// "Asynchronous commits"): the planner otherwise joins the deleted ids
 	// to body by hashing a sequential scan of the whole body table, backlog
-	// and dead rows included (BENCHMARKS.md, "PostgreSQL prune: nested
-	// loops"). set_config(…, true) lasts until the transaction ends, and
-	// it runs first because a statement is planned before any of it runs.
+	// and dead rows included (BENCHMARKS.md, "Figures behind design
+	// choices", "PostgreSQL vacuum with nested loops only").
+	// set_config(…, true) lasts until the transaction ends, and it runs
+	// first because a statement is planned before any of it runs.
 	DeleteSettings *kit.Stmt
 	// Delete deletes the outgoing rows of every range and their bodies and
 	// records each range as pruned (monotonic: overlapping sweeps of two
