@@ -30,7 +30,7 @@ func (e fieldError) Field(k byte) string {
 	return "not the code"
 }
 
-func TestFlavorIsRetryable(t *testing.T) {
+func TestIsRetryable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -74,7 +74,7 @@ func TestDialectIsRetryable(t *testing.T) {
 	require.NotErrorIs(t, d.Wrap(sqlStateError{"23505"}), dialect.ErrRetryable)
 }
 
-func TestFlavorIsDisconnect(t *testing.T) {
+func TestIsDisconnect(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		err  error
