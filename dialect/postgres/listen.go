@@ -9,13 +9,31 @@ import (
 	"time"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
-var (
-	_ dialect.WakeupListener = (*pgDialect)(nil)
-	_ dialect.WakeupNotifier = (*pgDialect)(nil)
-)
+// wakeups is the notifications' statements. The channels are the
+// {incoming} and {outgoing} table names (quoted here as text values, as
+// ListenWakeups listens on them); a payload is the sender, senderEnd, and
+// the partition ids. A notification goes out as soon as its statement
+// commits: outside any caller's transaction, each statement is its own.
+type wakeups struct {
+	// Incoming, Sequenced and Both send ?incoming, ?sequenced or both, in
+	// one statement whatever NotifyWakeups has to say.
+	Incoming  *kit.Stmt
+	Sequenced *kit.Stmt
+	Both      *kit.Stmt
+	// Probe sends the ready probe ?probe on the incoming channel.
+	Probe *kit.Stmt
+}
+
+var wakeupSQL = wakeups{
+	Incoming:  kit.Inline(`SELECT pg_notify('{incoming}', ?incoming)`),
+	Sequenced: kit.Inline(`SELECT pg_notify('{outgoing}', ?sequenced)`),
+	Both:      kit.Inline(`SELECT pg_notify('{incoming}', ?incoming), pg_notify('{outgoing}', ?sequenced)`),
+	Probe:     kit.Inline(`SELECT pg_notify('{incoming}', ?probe)`),
+}
 
 // Listener is one dedicated connection that listens for notifications
 // (LISTEN), through whichever driver the application uses: the module
@@ -151,8 +169,7 @@ func (l *listening) wait() time.Duration {
 
 // probe sends the ready probe; if it cannot, Listening is called at once.
 func (d *pgDialect) probe(ctx context.Context, l *listening) {
-	_, err := d.Raw(d.DB(), "SELECT pg_notify(?, ?)", l.incoming, l.self+senderEnd+readyProbe).Exec(ctx)
-	if err != nil {
+	if _, err := d.Exec(ctx, d.DB(), wakeupSQL.Probe, kit.Args{"probe": l.self + senderEnd + readyProbe}); err != nil {
 		l.ready = true
 		l.w.Listening()
 	}
@@ -200,27 +217,22 @@ func parseIDs(payload string) []int64 {
 
 // NotifyWakeups tells listening processes which partitions got incoming
 // or sequenced rows, as self: one statement, outside any caller's
-// transaction. (A notification sent inside the producer's transaction would
+// transaction. A notification sent inside the producer's transaction would
 // take PostgreSQL's database-wide notify lock through that transaction's
-// commit: measured, single-message enqueues from 8 producers fell from
-// 4,382 to 1,035 msgs/s.)
+// commit, and serialise the producers' commits on it (BENCHMARKS.md,
+// "Wake-ups across processes", issue 12).
 func (d *pgDialect) NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error {
-	var args []any
-	q := "SELECT 1"
-	for _, n := range []struct {
-		channel string
-		ids     []int64
-	}{{d.Tables().Incoming, incoming}, {d.Tables().Outgoing, sequenced}} {
-		if len(n.ids) > 0 {
-			q += ", pg_notify(?, ?)"
-			args = append(args, n.channel, self+senderEnd+payloadOf(n.ids))
-		}
+	var err error
+	switch {
+	case len(incoming) > 0 && len(sequenced) > 0:
+		_, err = d.Exec(ctx, d.DB(), wakeupSQL.Both, kit.Args{"incoming": self + senderEnd + payloadOf(incoming),
+			"sequenced": self + senderEnd + payloadOf(sequenced)})
+	case len(incoming) > 0:
+		_, err = d.Exec(ctx, d.DB(), wakeupSQL.Incoming, kit.Args{"incoming": self + senderEnd + payloadOf(incoming)})
+	case len(sequenced) > 0:
+		_, err = d.Exec(ctx, d.DB(), wakeupSQL.Sequenced, kit.Args{"sequenced": self + senderEnd + payloadOf(sequenced)})
 	}
-	if len(args) == 0 {
-		return nil
-	}
-	_, err := d.Raw(d.DB(), q, args...).Exec(ctx)
-	return d.Wrap(err)
+	return err
 }
 
 // payloadOf lists ids, or "*" past what one notification carries.

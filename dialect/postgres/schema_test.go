@@ -8,8 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// update rewrites testdata/schema/postgres.sql: go test ./dialect/postgres -run TestSchema -update
-var update = flag.Bool("update", false, "rewrite the golden schema file from the embedded migrations")
+// update rewrites the golden files, testdata/schema/postgres.sql and
+// testdata/sql/postgres.sql: go test ./dialect/postgres -update
+var update = flag.Bool("update", false, "rewrite the golden schema and statement files")
 
 // TestSchema pins the DDL this dialect creates (docs/ARCHITECTURE.md, "Tables and locks").
 func TestSchema(t *testing.T) {

@@ -30,7 +30,7 @@ func (e fieldError) Field(k byte) string {
 	return "not the code"
 }
 
-func TestFlavorIsRetryable(t *testing.T) {
+func TestIsRetryable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -55,7 +55,7 @@ func TestFlavorIsRetryable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, flavor{}.IsRetryable(tt.err))
+			require.Equal(t, tt.want, isRetryable(tt.err))
 		})
 	}
 }
@@ -74,7 +74,7 @@ func TestDialectIsRetryable(t *testing.T) {
 	require.NotErrorIs(t, d.Wrap(sqlStateError{"23505"}), dialect.ErrRetryable)
 }
 
-func TestFlavorIsDisconnect(t *testing.T) {
+func TestIsDisconnect(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		err  error
@@ -89,25 +89,6 @@ func TestFlavorIsDisconnect(t *testing.T) {
 		{sqlStateError{"23505"}, false},
 		{errors.New("syntax error"), false},
 	} {
-		require.Equal(t, tt.want, flavor{}.IsDisconnect(tt.err), "%v", tt.err)
+		require.Equal(t, tt.want, isDisconnect(tt.err), "%v", tt.err)
 	}
-}
-
-// TestNextBound: the move's lower bound never passes a transaction that
-// may still add rows (the snapshot's xmin) nor, after a full batch, the
-// last transaction read; it never goes back.
-func TestNextBound(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, int64(50), nextBound(10, 50, 40, false), "all read: up to xmin")
-	require.Equal(t, int64(40), nextBound(10, 50, 40, true), "full batch: rows of xid 40 may remain")
-	require.Equal(t, int64(50), nextBound(10, 50, 70, true), "full batch past xmin: xmin still bounds")
-	require.Equal(t, int64(60), nextBound(60, 50, 40, false), "never back")
-}
-
-// TestNewExpandsEveryStatement: New fails, rather than the pipeline later,
-// when a statement names a fragment the dialect does not define.
-func TestNewExpandsEveryStatement(t *testing.T) {
-	t.Parallel()
-	_, err := New(nil, "app_") // New does not touch the database
-	require.NoError(t, err)
 }

@@ -1,0 +1,84 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// groupSQL is the grouped leases and acks (engine.GroupLeaser): a few
+// statements for many partitions. Each queue has its own lease duration
+// and batch size, so those are CASE lists of each partition's own value.
+// The writes commit asynchronously (see processor.go).
+var groupSQL = kit.GroupSQL{
+	// Skips rows another transaction is leasing; rows come back in
+	// partition order, the order every group locks them in.
+	LockLeasable: kit.Inline(`SELECT partition_id, processed_seq, attempts FROM {processor}
+WHERE partition_id IN (?pids)
+	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
+	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
+	AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id)
+ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED`),
+	// The always-true set_config condition makes the lease's transaction
+	// commit asynchronously at no extra round trip (see processor.go).
+	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
+	locked_until = (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond'),
+	lease_limit = (CASE partition_id ?limit_cases END), attempts = attempts + 1
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
+		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
+	// The acks wait for the row lock instead of skipping: the rows are ours
+	// unless a lease expired, and a skip would read as a lost lease.
+	LockOwned: kit.Inline(`SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence
+FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner
+ORDER BY partition_id FOR NO KEY UPDATE`),
+	// Commits asynchronously: the always-true set_config condition sets it
+	// for the statement's transaction at no extra round trip.
+	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
+	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "}),
+	// The ack and the next lease of the partitions in ?more, as one new
+	// version of each row: a lease taken by a second UPDATE made two, and
+	// under a held snapshot every version stays in the chain each later
+	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat"). It
+	// commits asynchronously, set by the always-true set_config condition
+	// at no extra round trip.
+	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL,
+	attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END,
+	locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END,
+	locked_until = CASE WHEN partition_id IN (?more)
+		THEN (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond') END,
+	lease_limit = CASE WHEN partition_id IN (?more) THEN (CASE partition_id ?limit_cases END) ELSE lease_limit END
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "},
+		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
+		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
+	// Every batch in one statement of constant shape, prepared: each range
+	// by the outgoing primary key from its own LATERAL subquery, whose
+	// LIMIT keeps the planner from flattening it into a join it could
+	// reorder on stale statistics, and the body probed by primary key
+	// (docs/ARCHITECTURE.md, "Plans that do not depend on statistics"). A
+	// UNION ALL with a branch per partition is planned anew on every call,
+	// and the planning costs about as much as the run (BENCHMARKS.md,
+	// "Figures behind design choices", "Group read of constant shape").
+	ReadRanges: kit.Prepare(`SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint[])) AS r(pid, lo, hi)
+CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM {outgoing} o
+	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o
+CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b`),
+	RangesArg: func(ids []int64) any { return kit.PGArray(ids) },
+}
+
+// ProcessorLeaseGroup takes several partitions' leases in one transaction;
+// see engine.GroupLeaser.
+func (d *pgDialect) ProcessorLeaseGroup(ctx context.Context, p *dialect.ProcessorLeaseGroupParams) ([]dialect.ProcessorLeaseResult, error) {
+	return groupSQL.Lease(ctx, d.Runner, p)
+}
+
+// ProcessorAckLeaseGroup acks and re-leases several partitions in one
+// transaction; see engine.GroupLeaser.
+func (d *pgDialect) ProcessorAckLeaseGroup(ctx context.Context, p *dialect.ProcessorAckLeaseGroupParams) ([]dialect.ProcessorGroupResult, error) {
+	return groupSQL.AckAndLease(ctx, d.Runner, p)
+}

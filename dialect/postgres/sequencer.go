@@ -1,0 +1,344 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// A move reads a partition's incoming rows in (xid, id) order — xid is the
+// inserting transaction's id — starting at the partition's lower bound
+// partitions.incoming_xid. Every row below the bound is final (its
+// transaction ended) and already moved, so the rows a move deleted but no
+// vacuum could remove yet (an unrelated transaction holding a snapshot,
+// autovacuum off) are never read again: a read costs the same at any age.
+//
+// The order keeps the guarantee: a transaction that committed before
+// another began got its xid first. After a move that saw snapshot xmin X
+// (the oldest transaction still running, whose rows may yet appear), the
+// bound becomes max(bound, X), or max(bound, min(X, last xid moved)) when
+// the batch was full and rows of that transaction may remain. A read-only
+// transaction, however long, has no xid and never holds X back; a long
+// unrelated write transaction does, and reads then cost as they did before.
+//
+// Every move's transaction commits asynchronously: the condition
+// set_config('synchronous_commit', 'off', true) = 'off' in its first
+// statement is always true, and sets the setting for the statement's
+// transaction at no extra round trip (docs/ARCHITECTURE.md, "Asynchronous
+// commits"). The several-statement moves turn bitmap scans off the same
+// way, for the rest of their transaction: the planner estimates fewer
+// rows per partition than the batch limit and picks a bitmap heap scan
+// plus sort, which visits every deleted-but-not-vacuumed row of the
+// partition on each move, where a plain index scan marks those index
+// entries dead once and skips them afterwards (BENCHMARKS.md, "Figures
+// behind design choices", "PostgreSQL move with bitmap scans off").
+// Partition rows are locked FOR NO KEY UPDATE: it does not conflict with
+// the KEY SHARE a foreign key takes, and is all a non-key UPDATE needs;
+// SKIP LOCKED passes over a partition another sequencer is moving.
+
+// moves is the sequencer's statements but the end of a move (writeSQL).
+type moves struct {
+	// IncomingPartitions lists the partitions with rows to move: one index
+	// probe per partition from its lower bound (DISTINCT over incoming
+	// would read the whole backlog, and every dead row not yet vacuumed).
+	IncomingPartitions *kit.Stmt
+
+	// Lock, Select and Update are the one-partition move as several
+	// simple statements. Lock locks partition ?pid's row and reads its
+	// sequence, its bound and the snapshot's xmin as bigints; its two
+	// always-true set_config conditions turn bitmap scans and
+	// synchronous_commit off for the move's transaction at no extra round
+	// trip (see above). Select reads up to ?limit rows from ?bound, each
+	// with its ctid (the delete's key, stable under the partition lock);
+	// Update sets the new ?sequence and ?bound.
+	Lock   *kit.Stmt
+	Select *kit.Stmt
+	Update *kit.Stmt
+
+	// Backlog is the one-partition move in one statement (see its comment).
+	Backlog *kit.Stmt
+
+	// ManyLock, ManySelect and ManyUpdate are the several-partition move:
+	// the same steps for any number of partitions, each list one array
+	// value (?pids ?bounds ?seqs, kit.PGArray) so that the text does not
+	// change with their number. ManyLock sets its transaction's settings
+	// as Lock does.
+	ManyLock   *kit.Stmt
+	ManySelect *kit.Stmt
+	ManyUpdate *kit.Stmt
+}
+
+var moveSQL = moves{
+	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
+WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid)`),
+
+	Lock: kit.Inline(`SELECT sequence, (incoming_xid::text)::bigint AS bound,
+	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+FROM {partitions}
+WHERE id = ?pid
+	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('synchronous_commit', 'off', true) = 'off'
+FOR NO KEY UPDATE SKIP LOCKED`),
+	Select: kit.Inline(`SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming}
+WHERE partition_id = ?pid AND xid >= CAST(CAST(?bound AS text) AS xid8)
+ORDER BY xid, id LIMIT ?limit`),
+	Update: kit.Inline(`UPDATE {partitions} SET sequence = ?sequence, incoming_xid = CAST(CAST(?bound AS text) AS xid8) WHERE id = ?pid`),
+
+	// One batch of partition ?pid in one round trip instead of seven. sel
+	// filters on the constant partition id; del deletes by ctid =
+	// ANY(ARRAY(…)), a TID scan whatever the statistics say: a join here is
+	// planned as a scan of incoming, and "id = ANY" was once planned, with
+	// autovacuum off and statistics from a near-empty table, as a full scan
+	// of the (partition_id, xid, id) index, after which the sequencer
+	// stalled for good (docs/ARCHITECTURE.md, "Plans that do not depend on
+	// statistics"; BENCHMARKS.md, "Figures behind design choices",
+	// "PostgreSQL move deletes by ctid"). The partition lock makes the
+	// ctids stable: only its holder deletes the partition's rows, and
+	// nothing updates them. Rows are numbered in (xid, id) order because
+	// DELETE … RETURNING has no order. All CTEs share one snapshot, so the
+	// base seq comes from the UPDATE's own RETURNING, and the xmin is the
+	// read's. An empty batch writes nothing. The condition on
+	// synchronous_commit is always true: it sets the setting for the
+	// statement's transaction at no extra round trip (see above).
+	Backlog: kit.Inline(`WITH p AS (SELECT id, incoming_xid FROM {partitions}
+	WHERE id = ?pid AND set_config('synchronous_commit', 'off', true) = 'off'
+	FOR NO KEY UPDATE SKIP LOCKED),
+sel AS (SELECT ctid AS t FROM {incoming} WHERE partition_id = ?pid AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT ?limit),
+del AS (DELETE FROM {incoming} WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
+num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
+cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
+upd AS (UPDATE {partitions} u SET sequence = u.sequence + cnt.n,
+	incoming_xid = GREATEST(u.incoming_xid, CASE WHEN cnt.n = ?limit
+		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
+		ELSE pg_snapshot_xmin(pg_current_snapshot()) END)
+	FROM cnt WHERE u.id = ?pid AND cnt.n > 0
+	RETURNING u.sequence - cnt.n AS base),
+ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?pid, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
+SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
+	COALESCE((SELECT base FROM upd), 0) AS base`),
+
+	ManyLock: kit.Inline(`SELECT id, sequence, (incoming_xid::text)::bigint AS bound,
+	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+FROM {partitions}
+WHERE id = ANY(CAST(?pids AS bigint[]))
+	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('synchronous_commit', 'off', true) = 'off'
+ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
+	// Each partition's head of line from its own bound, by index (LATERAL).
+	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, m.id, m.tid, m.body_id, m.xid
+FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
+CROSS JOIN LATERAL (SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming}
+	WHERE partition_id = r.pid AND xid >= CAST(CAST(r.bound AS text) AS xid8)
+	ORDER BY xid, id LIMIT ?limit) m
+ORDER BY r.pid, m.xid, m.id`),
+	ManyUpdate: kit.Inline(`UPDATE {partitions} p SET sequence = u.seq, incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
+FROM unnest(CAST(?pids AS bigint[]), CAST(?seqs AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, seq, bound)
+WHERE p.id = u.pid`),
+}
+
+// writeSQL is the end of every several-statement move.
+var writeSQL = kit.WriteSQL{
+	InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+		kit.Rows(`(?pid, ?seq, ?body_id, now())`)),
+	// By ctid, read under the partition lock, which makes it stable: only
+	// the lock holder deletes a partition's rows and nothing updates them.
+	// A join of the ids to the primary key was planned, once autovacuum's
+	// ANALYZE had seen a table of dead rows, as a scan of incoming, and the
+	// sequencer stalled; "id IN (…1000 literals…)" was slow to plan and
+	// became a sequential scan (docs/ARCHITECTURE.md, "Plans that do not
+	// depend on statistics"; BENCHMARKS.md, "Figures behind design
+	// choices", "PostgreSQL move deletes by ctid"). A TID scan, whatever
+	// the statistics say.
+	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE ctid = ANY(CAST(?moved AS tid[]))`),
+	DeleteArg:      tidArray,
+}
+
+// tidArray renders the moved rows' ctids as one tid[] value,
+// {"(0,1)","(0,2)"}.
+func tidArray(rows []kit.MovedRow) any {
+	b := make([]byte, 0, 12*len(rows)+2)
+	b = append(b, '{')
+	for i, r := range rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, r.IncomingTID...)
+		b = append(b, '"')
+	}
+	return string(append(b, '}'))
+}
+
+// IncomingPartitionList lists partitions with rows to move.
+func (d *pgDialect) IncomingPartitionList(ctx context.Context, _ *dialect.IncomingPartitionListParams) ([]int64, error) {
+	return kit.ReadIDs(ctx, d.Runner, moveSQL.IncomingPartitions, nil)
+}
+
+type moveRow struct {
+	ID     int64  `bun:"id"`
+	TID    string `bun:"tid"`
+	BodyID []byte `bun:"body_id"`
+	XID    int64  `bun:"xid"`
+}
+
+// nextBound is the lower bound after a move; see the comment above.
+func nextBound(bound, xmin, lastXID int64, full bool) int64 {
+	next := xmin
+	if full {
+		next = min(xmin, lastXID)
+	}
+	return max(bound, next)
+}
+
+// SequenceMove moves one batch. Moves that follow a full one (p.Backlog)
+// use the single statement: it drains a backlog faster. Small moves are
+// cheaper as several simple statements: planning the CTE costs more
+// database CPU than the round trips it saves (BENCHMARKS.md, "Figures
+// behind design choices", "PostgreSQL backlog move in one statement").
+func (d *pgDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	if !p.Backlog {
+		return d.sequenceMoveStatements(ctx, p)
+	}
+	var locked, moved, base int64
+	if err := d.Query(ctx, d.DB(), moveSQL.Backlog, kit.Args{"pid": p.PartitionID, "limit": p.Limit}, &locked, &moved, &base); err != nil {
+		return dialect.SequenceMoveResult{}, err
+	}
+	if locked == 0 {
+		return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Skipped: true}, nil
+	}
+	if moved == 0 {
+		return dialect.SequenceMoveResult{PartitionID: p.PartitionID}, nil
+	}
+	return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: int(moved), FirstSeq: base + 1, LastSeq: base + moved}, nil
+}
+
+// sequenceMoveStatements is the move as several simple statements in one
+// transaction: lock the partition row, read from its bound, set its
+// sequence and bound, insert outgoing, delete exactly the rows read.
+func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	var res dialect.SequenceMoveResult
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
+		var locks []struct {
+			Sequence int64 `bun:"sequence"`
+			Bound    int64 `bun:"bound"`
+			XMin     int64 `bun:"xmin"`
+		}
+		if err := d.Query(ctx, tx, moveSQL.Lock, kit.Args{"pid": p.PartitionID}, &locks); err != nil {
+			return err
+		}
+		if len(locks) == 0 {
+			res.Skipped = true
+			return nil
+		}
+		lock := locks[0]
+		var rows []moveRow
+		if err := d.Query(ctx, tx, moveSQL.Select, kit.Args{"pid": p.PartitionID, "bound": lock.Bound, "limit": p.Limit}, &rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		base, n := lock.Sequence, int64(len(rows))
+		bound := nextBound(lock.Bound, lock.XMin, rows[len(rows)-1].XID, len(rows) == p.Limit)
+		if _, err := d.Exec(ctx, tx, moveSQL.Update, kit.Args{"sequence": base + n, "bound": bound, "pid": p.PartitionID}); err != nil {
+			return err
+		}
+		moved := make([]kit.MovedRow, len(rows))
+		for i, r := range rows {
+			moved[i] = kit.MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID}
+		}
+		if err := writeSQL.Write(ctx, d.Runner, tx, moved); err != nil {
+			return err
+		}
+		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: len(rows), FirstSeq: base + 1, LastSeq: base + n}
+		return nil
+	})
+	if err != nil {
+		return dialect.SequenceMoveResult{}, err
+	}
+	return res, nil
+}
+
+type moveManyRow struct {
+	PartitionID int64  `bun:"partition_id"`
+	ID          int64  `bun:"id"`
+	TID         string `bun:"tid"`
+	BodyID      []byte `bun:"body_id"`
+	XID         int64  `bun:"xid"`
+}
+
+func (r moveManyRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements, each partition from its own lower bound.
+func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	var out []dialect.SequenceMoveResult
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
+		var locks []struct {
+			ID       int64 `bun:"id"`
+			Sequence int64 `bun:"sequence"`
+			Bound    int64 `bun:"bound"`
+			XMin     int64 `bun:"xmin"`
+		}
+		if err := d.Query(ctx, tx, moveSQL.ManyLock, kit.Args{"pids": kit.PGArray(p.PartitionIDs)}, &locks); err != nil {
+			return err
+		}
+		sequence := make(map[int64]int64, len(locks))
+		pids, bounds := make([]int64, len(locks)), make([]int64, len(locks))
+		for i, l := range locks {
+			sequence[l.ID], pids[i], bounds[i] = l.Sequence, l.ID, l.Bound
+		}
+		for i, pid := range p.PartitionIDs {
+			_, locked := sequence[pid]
+			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: !locked}
+		}
+		if len(locks) == 0 {
+			return nil
+		}
+		var rows []moveManyRow
+		if err := d.Query(ctx, tx, moveSQL.ManySelect, kit.Args{"pids": kit.PGArray(pids), "bounds": kit.PGArray(bounds), "limit": p.Limit},
+			&rows); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		moved, seqs := kit.NumberRows(rows, sequence)
+		// Rows come per partition in (xid, id) order: the last of each
+		// partition is its last xid read.
+		lastXID := map[int64]int64{}
+		for _, r := range rows {
+			lastXID[r.PartitionID] = r.XID
+		}
+		var upPIDs, upSeqs, upBounds []int64
+		for _, l := range locks {
+			if m := moved[l.ID]; m != nil {
+				upPIDs = append(upPIDs, l.ID)
+				upSeqs = append(upSeqs, m.Base+int64(m.N))
+				upBounds = append(upBounds, nextBound(l.Bound, l.XMin, lastXID[l.ID], m.N == p.Limit))
+			}
+		}
+		if _, err := d.Exec(ctx, tx, moveSQL.ManyUpdate, kit.Args{"pids": kit.PGArray(upPIDs), "seqs": kit.PGArray(upSeqs),
+			"bounds": kit.PGArray(upBounds)}); err != nil {
+			return err
+		}
+		writes := make([]kit.MovedRow, len(rows))
+		for i, r := range rows {
+			writes[i] = kit.MovedRow{PartitionID: r.PartitionID, Seq: seqs[i], BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID}
+		}
+		if err := writeSQL.Write(ctx, d.Runner, tx, writes); err != nil {
+			return err
+		}
+		kit.FillMoved(out, moved)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
