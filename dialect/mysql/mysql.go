@@ -23,7 +23,6 @@ import (
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
-	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/internal/lifecycle"
 )
 
@@ -44,9 +43,7 @@ type mysqlDialect struct {
 }
 
 var (
-	_ dialect.Dialect    = (*mysqlDialect)(nil)
-	_ engine.AckLeaser   = (*mysqlDialect)(nil)
-	_ engine.GroupLeaser = (*mysqlDialect)(nil)
+	_ dialect.Dialect = (*mysqlDialect)(nil)
 )
 
 // probeSQL is what New reads from the server before the dialect exists:

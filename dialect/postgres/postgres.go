@@ -21,8 +21,6 @@ import (
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
-	"github.com/seqbox/seqbox/internal/engine"
-	"github.com/seqbox/seqbox/vacuum"
 )
 
 //go:embed migration/*.sql
@@ -39,9 +37,6 @@ type pgDialect struct {
 
 var (
 	_ dialect.Dialect        = (*pgDialect)(nil)
-	_ engine.AckLeaser       = (*pgDialect)(nil)
-	_ engine.GroupLeaser     = (*pgDialect)(nil)
-	_ vacuum.TableVacuumer   = (*pgDialect)(nil)
 	_ dialect.WakeupListener = (*pgDialect)(nil)
 	_ dialect.WakeupNotifier = (*pgDialect)(nil)
 )
