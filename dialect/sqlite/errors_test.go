@@ -14,7 +14,7 @@ type codedError struct{ code int }
 func (e codedError) Error() string { return fmt.Sprintf("sqlite error code %d", e.code) }
 func (e codedError) Code() int     { return e.code }
 
-func TestFlavorIsRetryable(t *testing.T) {
+func TestIsRetryable(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -38,29 +38,7 @@ func TestFlavorIsRetryable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, tt.want, flavor{}.IsRetryable(tt.err))
+			require.Equal(t, tt.want, isRetryable(tt.err))
 		})
 	}
-}
-
-// TestBeginWrite: every outbox transaction starts with a no-op write on
-// this prefix's own version table, so it takes the write lock first.
-func TestBeginWrite(t *testing.T) {
-	t.Parallel()
-	d, err := New(nil, "app_") // New does not touch the database
-	require.NoError(t, err)
-	require.Equal(t, "UPDATE app_schema_version SET version = version WHERE 0", d.(*sqliteDialect).SQL(flavor{}.BeginWrite()))
-}
-
-func TestDSN(t *testing.T) {
-	t.Parallel()
-	// The two drivers ignore each other's keys, so each must get its own.
-	mattn := DSN("sqlite3", "/tmp/x.db")
-	require.Contains(t, mattn, "_busy_timeout=10000")
-	require.Contains(t, mattn, "_journal_mode=WAL")
-	require.Contains(t, mattn, "_txlock=immediate")
-	modernc := DSN("sqlite", "/tmp/x.db")
-	require.Contains(t, modernc, "_pragma=busy_timeout(10000)")
-	require.Contains(t, modernc, "_pragma=journal_mode(WAL)")
-	require.Contains(t, modernc, "_txlock=immediate")
 }

@@ -1,0 +1,60 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// purgeSQL is a partition's purge (docs/ARCHITECTURE.md, "Purge"). The
+// transaction holds the write lock from its start, so the "locking" reads
+// are plain reads: nothing else writes the rows meanwhile.
+//
+// ?headers is one JSON object of the headers that must match; a body
+// matches when every pair of it is in the body's headers with the same
+// value. json_each, not a JSON path: a header name needs no quoting.
+var purgeSQL = kit.PurgeSQL{
+	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid`),
+	// lease_window: how far past the cursor a live lease's batch may reach
+	// (a lease from before lease_limit existed: the largest batch).
+	ReadProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+THEN COALESCE(lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
+FROM {processor} WHERE partition_id = ?pid`),
+	LockProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+THEN COALESCE(lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
+FROM {processor} WHERE partition_id = ?pid`),
+	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i JOIN {body} b ON b.id = i.body_id
+WHERE i.partition_id = ?pid
+AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+ORDER BY i.id LIMIT ?limit`),
+	CountIncoming: kit.Inline(`SELECT COUNT(*) FROM {incoming} i JOIN {body} b ON b.id = i.body_id
+WHERE i.partition_id = ?pid
+AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))`),
+	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0
+AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+ORDER BY o.seq LIMIT ?limit`),
+	CountOutgoing: kit.Inline(`SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0
+AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))`),
+	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),
+	DeleteBodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
+	Tombstone:      kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
+	// A tombstone keeps its body row (the id, for WaitProcessed and the
+	// vacuum's join) but not its data.
+	BlankBodies: kit.Inline(`UPDATE {body} SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),
+	// Counted on every database so the purge is one flow; only
+	// PostgreSQL's leases read it back.
+	CountPurge: kit.Inline(`UPDATE {processor} SET purges = purges + 1 WHERE partition_id = ?pid`),
+}
+
+// PurgePartition purges up to p.Limit messages of each stage of one
+// partition in one transaction.
+func (d *sqliteDialect) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
+	return purgeSQL.Partition(ctx, d.Runner, p)
+}

@@ -1,0 +1,65 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// moveSQL is the move as several simple statements in one transaction.
+// The reads take no row locks: every outbox transaction holds the write
+// lock from its first statement (beginWrite), which serialises the
+// sequencers, and rows of still-open producers are invisible here; they
+// get later seqs.
+var moveSQL = kit.MoveSQL{
+	LockPartition:  kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid`),
+	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
+	SetSequence:    kit.Inline(`UPDATE {partitions} SET sequence = ?sequence WHERE id = ?pid`),
+	LockPartitions: kit.Inline(`SELECT id, sequence FROM {partitions} WHERE id IN (?pids) ORDER BY id`),
+	// One partition's head of line per item, as a derived table: LIMIT
+	// inside a compound SELECT needs it.
+	SelectHeads: kit.Inline(`?heads`, kit.List{Name: "heads", Sep: " UNION ALL ",
+		Item: `SELECT * FROM (SELECT partition_id, id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit) AS ?alias`}),
+	SetSequences: kit.Inline(`UPDATE {partitions} SET sequence = CASE id ?cases END WHERE id IN (?pids)`,
+		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?sequence`, Sep: " "}),
+	Write: kit.WriteSQL{
+		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+			kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),
+		// By exact id: a range would also delete a row with a smaller id
+		// that committed meanwhile, and lose that message. Readers never
+		// wait on rows of open producers here (no MVCC row locks).
+		DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?moved)`),
+		DeleteArg:      func(rows []kit.MovedRow) any { return bun.List(kit.IncomingIDs(rows)) },
+	},
+}
+
+// sequencerStmts are the sequencer's other reads.
+type sequencerStmts struct {
+	// IncomingPartitions lists the partitions with incoming rows: one
+	// index probe per partition, where DISTINCT over incoming would read
+	// the whole backlog.
+	IncomingPartitions *kit.Stmt
+}
+
+var sequencerSQL = sequencerStmts{
+	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id)`),
+}
+
+// IncomingPartitionList lists partitions with unsequenced rows.
+func (d *sqliteDialect) IncomingPartitionList(ctx context.Context, _ *dialect.IncomingPartitionListParams) ([]int64, error) {
+	return kit.ReadIDs(ctx, d.Runner, sequencerSQL.IncomingPartitions, nil)
+}
+
+// SequenceMove moves one batch with several simple statements.
+func (d *sqliteDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+	return moveSQL.Move(ctx, d.Runner, p)
+}
+
+// SequenceMoveMany moves several partitions in one transaction of five
+// statements.
+func (d *sqliteDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+	return moveSQL.MoveMany(ctx, d.Runner, p)
+}

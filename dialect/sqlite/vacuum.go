@@ -1,0 +1,42 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// vacuumSQL prunes one range at a time, three statements each, in one
+// transaction: statements are in-process calls here. DELETE … RETURNING
+// plus an id list measured no faster (BENCHMARKS.md, "SQLite: vacuum"),
+// and an id list of 5,000 blobs is a 180 KB statement.
+var vacuumSQL = kit.VacuumRangeSQL{
+	Bodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (SELECT body_id FROM {outgoing} WHERE partition_id = ?pid AND seq > ?from AND seq <= ?to)`),
+	Outgoing: kit.Inline(`DELETE FROM {outgoing} WHERE partition_id = ?pid AND seq > ?from AND seq <= ?to`),
+	// Monotonic: overlapping sweeps of two processes never move it back.
+	SetPruned: kit.Inline(`UPDATE {vacuum_counter} SET pruned_seq = ?to WHERE partition_id = ?pid AND pruned_seq < ?to`),
+}
+
+// vacuumCounterStmts is the vacuum's read.
+type vacuumCounterStmts struct {
+	// Counters reads the partitions whose cursor is past what has been
+	// pruned.
+	Counters *kit.Stmt
+}
+
+var vacuumCounterSQL = vacuumCounterStmts{
+	Counters: kit.Inline(`SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v
+JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq`),
+}
+
+// VacuumCounterList lists partitions with processed rows to prune.
+func (d *sqliteDialect) VacuumCounterList(ctx context.Context, _ *dialect.VacuumCounterListParams) ([]dialect.VacuumCounter, error) {
+	return kit.VacuumCounters(ctx, d.Runner, vacuumCounterSQL.Counters)
+}
+
+// VacuumDelete deletes bodies, then outgoing rows, of every range and
+// records each as pruned, in one transaction.
+func (d *sqliteDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
+	return vacuumSQL.Delete(ctx, d.Runner, p)
+}
