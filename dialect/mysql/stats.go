@@ -14,8 +14,8 @@ var statsSQL = kit.StatsSQL{
 	// is the head of the sequenced line, by primary key (seqs are gap-free
 	// above processed_seq); the oldest incoming one is the head of the
 	// line, the first row by id: MIN(created_at) over the join would read
-	// every row of a backlog (BENCHMARKS.md, "What the second pass found
-	// and changed").
+	// every row of a backlog (BENCHMARKS.md, "Figures behind design choices",
+	// "Oldest message by index").
 	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT b.created_at FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id

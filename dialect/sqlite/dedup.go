@@ -16,7 +16,7 @@ var dedupSQL = kit.DedupSQL{
 	// unexpired one alone. It returns nothing: a plain exec followed by a
 	// read of every key ran faster here than an upsert with RETURNING plus
 	// a read of the rest, the write being what costs (BENCHMARKS.md,
-	// "SQLite: dedup claim").
+	// "Figures behind design choices", "SQLite dedup claim without RETURNING").
 	Claim: kit.Inline(`INSERT INTO {dedup_keys} (queue, dedup_key, message_id, expires_at) VALUES ?rows
 ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at
 WHERE {dedup_keys}.expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')`,

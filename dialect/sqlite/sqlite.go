@@ -29,7 +29,7 @@ var migrationFS embed.FS
 // (engine.GroupLeaser): with one writer, the ack and the next lease take
 // it in separate turns and the batch is read outside it, which drains
 // faster than one transaction holding the writer through the read
-// (BENCHMARKS.md, "SQLite: ack and lease").
+// (BENCHMARKS.md, "Figures behind design choices", "SQLite: ack, then lease").
 type sqliteDialect struct {
 	*kit.Runner
 }

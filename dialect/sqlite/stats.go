@@ -14,7 +14,7 @@ var statsSQL = kit.StatsSQL{
 	// The head of the sequenced line by primary key (seqs are gap-free
 	// above processed_seq), and the head of the incoming line through the
 	// index: MIN(created_at) over the join reads every row of a backlog
-	// (BENCHMARKS.md, "Partition stats").
+	// (BENCHMARKS.md, "Figures behind design choices", "Oldest message by index").
 	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT b.created_at FROM {outgoing} o JOIN {body} b ON b.id = o.body_id

@@ -9,7 +9,7 @@ import (
 
 // vacuumSQL prunes one range at a time, three statements each, in one
 // transaction: statements are in-process calls here. DELETE … RETURNING
-// plus an id list measured no faster (BENCHMARKS.md, "SQLite: vacuum"),
+// plus an id list measured no faster (BENCHMARKS.md, "Figures behind design choices", "SQLite vacuum in two statements"),
 // and an id list of 5,000 blobs is a 180 KB statement.
 var vacuumSQL = kit.VacuumRangeSQL{
 	Bodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (SELECT body_id FROM {outgoing} WHERE partition_id = ?pid AND seq > ?from AND seq <= ?to)`),
