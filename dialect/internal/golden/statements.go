@@ -111,11 +111,7 @@ func Statements(t *testing.T, name string, r *kit.Runner, gen schema.QueryGen, o
 		require.NoError(t, err, c.Name)
 		fmt.Fprintf(&b, "\n-- %s (%s)\n", c.Name, c.Stmt.Mode)
 		if c.Stmt.Mode == kit.Prepared {
-			params := make([]string, len(c.Params))
-			for i, p := range c.Params {
-				params[i] = p
-			}
-			fmt.Fprintf(&b, "-- prepared as: %s\n-- parameters: %s\n", oneLine(c.PreparedText), strings.Join(params, ", "))
+			fmt.Fprintf(&b, "-- prepared as: %s\n-- parameters: %s\n", oneLine(c.PreparedText), strings.Join(c.Params, ", "))
 		}
 		b.WriteString(text + ";\n")
 	}

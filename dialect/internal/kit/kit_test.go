@@ -1,0 +1,154 @@
+package kit
+
+import (
+	"testing"
+	"testing/fstest"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/pgdialect"
+	"github.com/uptrace/bun/schema"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+func newRunner(t *testing.T, numbered bool, sets ...any) (*Runner, error) {
+	t.Helper()
+	return New(Config{Prefix: "k_", Name: dialect.Postgres, Sets: sets, NumberedParams: numbered,
+		Schema:      Schema{Bootstrap: "CREATE TABLE IF NOT EXISTS {schema_version} (version INT)", Migrations: []string{"SELECT 1"}},
+		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+}
+
+type testSet struct {
+	Read   *Stmt
+	Insert *Stmt
+	Nested struct{ Lock *Stmt }
+	Maybe  *Stmt `kit:"optional"`
+	Other  int
+}
+
+func validSet() testSet {
+	s := testSet{
+		Read:   Prepare("SELECT a FROM {body} WHERE id = ?pid AND b = ?owner AND c = ?pid"),
+		Insert: Inline("INSERT INTO {incoming} (x, y) VALUES ?rows", Rows("(?pid, ?id)")),
+	}
+	s.Nested.Lock = Inline("SELECT 1 FROM {processor} WHERE partition_id IN (?pids) FOR UPDATE")
+	return s
+}
+
+func TestCollectNamesEveryStatement(t *testing.T) {
+	t.Parallel()
+	s := validSet()
+	got, err := Collect(s)
+	require.NoError(t, err)
+	var names []string
+	for _, n := range got {
+		names = append(names, n.Name)
+	}
+	require.Equal(t, []string{"testSet.Read", "testSet.Insert", "testSet.Nested.Lock"}, names, "nested sets are walked; an optional nil is left out")
+
+	s.Insert = nil
+	_, err = Collect(s)
+	require.ErrorContains(t, err, "testSet.Insert is missing")
+	_, err = Collect(42)
+	require.Error(t, err)
+}
+
+func TestNewRefusesMalformedStatements(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		stmt *Stmt
+		want string
+	}{
+		"unknown table": {Inline("SELECT 1 FROM {bodies}"), "unknown table word {bodies}"},
+		"bare ?":        {Inline("SELECT 1 FROM {body} WHERE id = ? AND x = ?x"), "1 of its 2 ? are not ?name values"},
+		"no mode":       {&Stmt{Text: "SELECT 1"}, "no mode"},
+		"prepared list": {&Stmt{Text: "INSERT INTO {body} VALUES ?rows", Mode: Prepared, Lists: []List{Rows("(?a)")}}, "no lists"},
+		"list missing":  {Inline("INSERT INTO {body} VALUES (1)", Rows("(?a)")), "list ?rows is not in the text"},
+		"bad list item": {Inline("INSERT INTO {body} VALUES ?rows", Rows("(?, ?a)")), "list rows"},
+	} {
+		_, err := newRunner(t, true, struct{ S *Stmt }{tc.stmt})
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	_, err := New(Config{Prefix: "Bad"})
+	require.ErrorIs(t, err, dialect.ErrInvalidPrefix)
+}
+
+func TestPreparedText(t *testing.T) {
+	t.Parallel()
+	s := validSet()
+	for _, numbered := range []bool{true, false} {
+		r, err := newRunner(t, numbered, s)
+		require.NoError(t, err)
+		c := r.Statements()[0]
+		require.Equal(t, "testSet.Read", c.Name)
+		if numbered {
+			require.Equal(t, "SELECT a FROM k_body WHERE id = $1 AND b = $2 AND c = $1", c.PreparedText, "a repeated name is one parameter")
+			require.Equal(t, []string{"pid", "owner"}, c.Params)
+		} else {
+			require.Equal(t, "SELECT a FROM k_body WHERE id = ? AND b = ? AND c = ?", c.PreparedText, "positional: a repeated name repeats its value")
+			require.Equal(t, []string{"pid", "owner", "pid"}, c.Params)
+		}
+	}
+}
+
+func TestValuesAreChecked(t *testing.T) {
+	t.Parallel()
+	s := validSet()
+	r, err := newRunner(t, true, s)
+	require.NoError(t, err)
+	gen := schema.NewQueryGen(pgdialect.New())
+
+	_, err = r.Render(gen, s.Read, Args{"pid": 1})
+	require.ErrorContains(t, err, "takes [pid owner], given [pid]", "a missing value")
+	_, err = r.Render(gen, s.Read, Args{"pid": 1, "owner": "o", "ownr": "o"})
+	require.ErrorContains(t, err, "given [owner ownr pid]", "a misspelled extra value")
+	_, err = r.Render(gen, s.Insert, Args{"rows": []Args{}})
+	require.ErrorContains(t, err, "at least one item", "an empty VALUES list is not SQL")
+	_, err = r.Render(gen, s.Insert, Args{"rows": []Args{{"pid": 1}}})
+	require.ErrorContains(t, err, "list ?rows", "an item's missing value")
+	_, err = r.Render(gen, Inline("SELECT 1"), nil)
+	require.ErrorContains(t, err, "not among the dialect's sets")
+
+	got, err := r.Render(gen, s.Insert, Args{"rows": []Args{{"pid": 1, "id": []byte{0xab}}, {"pid": 2, "id": nil}}})
+	require.NoError(t, err)
+	require.Equal(t, `INSERT INTO k_incoming (x, y) VALUES (1, '\xab'), (2, NULL)`, got, "every value goes through bun")
+	got, err = r.Render(gen, s.Nested.Lock, Args{"pids": bun.List([]int64{3, 4})})
+	require.NoError(t, err)
+	require.Equal(t, `SELECT 1 FROM k_processor WHERE partition_id IN (3, 4) FOR UPDATE`, got)
+	got, err = r.Render(gen, s.Read, Args{"pid": 1, "owner": "it's"})
+	require.NoError(t, err)
+	require.Equal(t, `SELECT a FROM k_body WHERE id = 1 AND b = 'it''s' AND c = 1`, got, "a value cannot break out of its literal")
+}
+
+func TestSchemaRender(t *testing.T) {
+	t.Parallel()
+	s := Schema{Bootstrap: "CREATE {schema_version}\n", Migrations: []string{
+		"A {body}\n-- seqbox:split\n  \n-- seqbox:split\nB {incoming}",
+		"-- seqbox:split\nC {dead_letters}\n-- seqbox:split\n",
+	}}
+	got, err := s.Render("x_")
+	require.NoError(t, err)
+	require.Equal(t, []string{"CREATE x_schema_version", "A x_body", "B x_incoming", "C x_dead_letters"}, got)
+	_, err = s.Render("Bad")
+	require.ErrorIs(t, err, dialect.ErrInvalidPrefix)
+	_, err = Schema{Bootstrap: "CREATE {nope}"}.Render("x_")
+	require.ErrorContains(t, err, "unknown table word {nope}")
+}
+
+func TestLoadSchema(t *testing.T) {
+	t.Parallel()
+	fsys := fstest.MapFS{
+		"migration/002_second.sql":    {Data: []byte("two")},
+		"migration/000_bootstrap.sql": {Data: []byte("boot")},
+		"migration/001_init.sql":      {Data: []byte("one")},
+		"migration/README.md":         {Data: []byte("not sql")},
+	}
+	s, err := LoadSchema(fsys)
+	require.NoError(t, err)
+	require.Equal(t, Schema{Bootstrap: "boot", Migrations: []string{"one", "two"}}, s, "numbered order, bootstrap apart")
+	_, err = LoadSchema(fstest.MapFS{"migration/001_init.sql": {Data: []byte("one")}})
+	require.Error(t, err, "no bootstrap")
+	_, err = LoadSchema(fstest.MapFS{"migration/000_bootstrap.sql": {Data: []byte("boot")}})
+	require.Error(t, err, "no migration")
+}
