@@ -357,6 +357,9 @@ func testProcessorLeaseGroup(t *testing.T, open Open) {
 		from := e.now()
 		out := group(leases...)
 		to := e.now()
+		for _, i := range order {
+			e.leaseEnds(pids[i], durs[i], from, to, "group lease")
+		}
 		for k, i := range order {
 			pid := pids[i]
 			require.True(t, out[k].Leased, "partition %d", i)
@@ -368,7 +371,6 @@ func testProcessorLeaseGroup(t *testing.T, open Open) {
 			require.Equal(t, 1, r.Attempts)
 			require.NotNil(t, r.LeaseLimit)
 			require.Equal(t, limits[i], *r.LeaseLimit, "partition %d records its own limit", i)
-			e.leaseEnds(pid, durs[i], from, to, "group lease")
 		}
 	})
 	t.Run("Mixed", func(t *testing.T) {
@@ -460,6 +462,9 @@ func testProcessorAckLeaseGroup(t *testing.T, open Open) {
 		from := e.now()
 		out := group(items...)
 		to := e.now()
+		for _, i := range order {
+			e.leaseEnds(pids[i], durs[i], from, to, "group ack and lease")
+		}
 		for k, i := range order {
 			pid := pids[i]
 			require.NoError(t, out[k].Err, "partition %d", i)
@@ -474,7 +479,6 @@ func testProcessorAckLeaseGroup(t *testing.T, open Open) {
 			require.Empty(t, r.lastError())
 			require.NotNil(t, r.LeaseLimit)
 			require.Equal(t, limits[i], *r.LeaseLimit, "partition %d records its own limit", i)
-			e.leaseEnds(pid, durs[i], from, to, "group ack and lease")
 		}
 	})
 	t.Run("NothingMoreAndLeaseLost", func(t *testing.T) {
