@@ -28,9 +28,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
-	"github.com/seqbox/seqbox/internal/engine"
 	"github.com/seqbox/seqbox/internal/uuidv7"
-	"github.com/seqbox/seqbox/vacuum"
 )
 
 // Open returns a dialect on the test database for tables named
@@ -469,10 +467,3 @@ func seqRange(from, to int64) []int64 {
 	}
 	return out
 }
-
-// The optional capabilities, found by type assertion as their consumers do.
-var (
-	_ = engine.AckLeaser(nil)
-	_ = engine.GroupLeaser(nil)
-	_ = vacuum.TableVacuumer(nil)
-)
