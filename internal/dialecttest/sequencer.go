@@ -1,0 +1,179 @@
+package dialecttest
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+// testIncomingPartitionList: the partitions with incoming rows.
+func testIncomingPartitionList(t *testing.T, open Open) {
+	e := newEnv(t, open)
+	list := func() []int64 {
+		out, err := e.d.IncomingPartitionList(e.ctx, &dialect.IncomingPartitionListParams{})
+		require.NoError(t, err)
+		slices.Sort(out)
+		return out
+	}
+	require.Empty(t, list(), "no partition")
+	pids := e.queue(3)
+	require.Empty(t, list(), "no incoming row")
+	e.enqueue(pids[0], 2)
+	e.enqueue(pids[2], 1)
+	require.Equal(t, []int64{pids[0], pids[2]}, list())
+	e.moveAll(pids[0])
+	require.Equal(t, []int64{pids[2]}, list())
+	e.moveAll(pids[2])
+	require.Empty(t, list(), "moved rows are not incoming")
+}
+
+// testSequenceMove: one partition's committed incoming rows to outgoing,
+// in order, with gap-free seqs.
+func testSequenceMove(t *testing.T, open Open) {
+	e := newEnv(t, open)
+	move := func(pid int64, limit int, backlog bool) dialect.SequenceMoveResult {
+		res, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: limit, Backlog: backlog})
+		require.NoError(t, err)
+		require.Equal(t, pid, res.PartitionID)
+		return res
+	}
+	t.Run("Empty", func(t *testing.T) {
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		res := move(pid, 10, false)
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid}, res)
+		require.Zero(t, e.sequence(pid))
+		require.Empty(t, e.outgoing(pid))
+	})
+	for _, backlog := range []bool{false, true} {
+		name := "Batches"
+		if backlog {
+			name = "BatchesBacklog"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := e.with(t)
+			pids := e.queue(2)
+			ids := e.enqueue(pids[0], 5)
+			e.enqueue(pids[1], 2)
+			res := move(pids[0], 3, backlog)
+			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 1, LastSeq: 3}, res)
+			require.Equal(t, int64(3), e.sequence(pids[0]))
+			require.Equal(t, ids[:3], e.outgoingIDs(pids[0]), "in enqueue order")
+			require.Equal(t, 2, e.incoming(pids[0]), "the moved rows left incoming")
+			require.Equal(t, 2, e.incoming(pids[1]), "another partition's rows stay")
+			more := e.enqueue(pids[0], 1)
+			res = move(pids[0], 10, backlog)
+			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 4, LastSeq: 6}, res)
+			require.Equal(t, append(ids, more...), e.outgoingIDs(pids[0]))
+			require.Zero(t, e.incoming(pids[0]))
+			require.Equal(t, int64(6), e.sequence(pids[0]))
+			res = move(pids[0], 10, backlog)
+			require.Zero(t, res.Moved)
+			require.Equal(t, int64(6), e.sequence(pids[0]))
+			require.Equal(t, 2, e.incoming(pids[1]))
+		})
+	}
+	t.Run("PartitionLocked", func(t *testing.T) {
+		e := e.with(t)
+		e.needRowLocks()
+		pid := e.queue(1)[0]
+		e.enqueue(pid, 2)
+		_, release := e.holdRow(e.tb.Partitions, "id", pid)
+		res := move(pid, 10, false)
+		require.True(t, res.Skipped, "another sequencer holds the partition")
+		require.Zero(t, res.Moved)
+		require.Equal(t, 2, e.incoming(pid))
+		require.Empty(t, e.outgoing(pid))
+		release(false)
+		require.Equal(t, 2, move(pid, 10, false).Moved)
+	})
+	t.Run("UncommittedRows", func(t *testing.T) {
+		e := e.with(t)
+		e.needRowLocks()
+		pid := e.queue(1)[0]
+		first := e.enqueue(pid, 1)
+		tx, err := e.db.BeginTx(e.ctx, nil)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback() }()
+		late := rows(pid, 2)
+		require.NoError(t, e.d.MessageInsertMany(e.ctx, &dialect.MessageInsertManyParams{Conn: tx, Rows: late, ChunkRows: 10, ChunkBytes: 1 << 20}))
+		after := e.enqueue(pid, 1)
+		res := move(pid, 10, false)
+		require.Equal(t, 2, res.Moved, "the committed rows, not waiting for the open producer")
+		require.Equal(t, append(first, after...), e.outgoingIDs(pid))
+		require.NoError(t, tx.Commit())
+		res = move(pid, 10, false)
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid, Moved: 2, FirstSeq: 3, LastSeq: 4}, res)
+		require.Equal(t, append(append(first, after...), idsOf(late)...), e.outgoingIDs(pid), "sequenced at commit")
+	})
+}
+
+// testSequenceMoveMany: several partitions in one transaction, a result
+// each in the order given.
+func testSequenceMoveMany(t *testing.T, open Open) {
+	e := newEnv(t, open)
+	many := func(limit int, pids ...int64) []dialect.SequenceMoveResult {
+		out, err := e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids, Limit: limit})
+		require.NoError(t, err)
+		require.Len(t, out, len(pids))
+		for i, r := range out {
+			require.Equal(t, pids[i], r.PartitionID, "result %d in the order given", i)
+		}
+		return out
+	}
+	t.Run("NoPartitions", func(t *testing.T) {
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		e.enqueue(pid, 1)
+		e.unchanged("a move of no partition", func() {
+			out, err := e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: nil, Limit: 10})
+			require.NoError(t, err)
+			require.Empty(t, out)
+			out, err = e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{}, Limit: 10})
+			require.NoError(t, err)
+			require.Empty(t, out)
+		})
+	})
+	t.Run("Several", func(t *testing.T) {
+		e := e.with(t)
+		pids := e.queue(3)
+		a := e.enqueue(pids[0], 4)
+		c := e.enqueue(pids[2], 1)
+		out := many(3, pids[2], pids[1], pids[0])
+		require.Equal(t, []dialect.SequenceMoveResult{
+			{PartitionID: pids[2], Moved: 1, FirstSeq: 1, LastSeq: 1},
+			{PartitionID: pids[1]},
+			{PartitionID: pids[0], Moved: 3, FirstSeq: 1, LastSeq: 3},
+		}, out)
+		require.Equal(t, a[:3], e.outgoingIDs(pids[0]))
+		require.Equal(t, c, e.outgoingIDs(pids[2]))
+		require.Equal(t, []int64{3, 0, 1}, []int64{e.sequence(pids[0]), e.sequence(pids[1]), e.sequence(pids[2])})
+		out = many(3, pids[0], pids[2])
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 1, FirstSeq: 4, LastSeq: 4}, out[0])
+		require.Zero(t, out[1].Moved)
+		require.Equal(t, a, e.outgoingIDs(pids[0]))
+	})
+	t.Run("PartitionLocked", func(t *testing.T) {
+		e := e.with(t)
+		e.needRowLocks()
+		pids := e.queue(3)
+		for _, pid := range pids {
+			e.enqueue(pid, 2)
+		}
+		_, release := e.holdRow(e.tb.Partitions, "id", pids[1])
+		out := many(10, pids...)
+		require.False(t, out[0].Skipped)
+		require.Equal(t, 2, out[0].Moved)
+		require.True(t, out[1].Skipped, "held by another transaction")
+		require.Zero(t, out[1].Moved)
+		require.Equal(t, 2, out[2].Moved)
+		require.Equal(t, 2, e.incoming(pids[1]))
+		require.Zero(t, e.sequence(pids[1]))
+		release(false)
+		out = many(10, pids[1])
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[1], Moved: 2, FirstSeq: 1, LastSeq: 2}, out[0])
+	})
+}
