@@ -20,9 +20,6 @@ package dialect
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/uptrace/bun"
 
@@ -71,111 +68,6 @@ const (
 
 // Has reports whether every bit of want is set.
 func (f Feature) Has(want Feature) bool { return f&want == want }
-
-// Errors every dialect maps its driver errors onto, matched with errors.Is.
-var (
-	// ErrRetryable marks a transient conflict (serialization failure,
-	// deadlock, SQLITE_BUSY): the operation may be retried at once.
-	ErrRetryable = errors.New("seqbox: retryable database conflict")
-	// ErrInvalidPrefix is returned for a table prefix that is not a safe identifier.
-	ErrInvalidPrefix = errors.New("seqbox: invalid table prefix")
-	// ErrLeaseLost is returned by a guarded processor update when another
-	// owner holds the partition now.
-	ErrLeaseLost = errors.New("seqbox: processor lease lost")
-)
-
-// DefaultPrefix is the table prefix used when none is configured.
-const DefaultPrefix = "seqbox_"
-
-// ValidatePrefix checks a table prefix once, so that identifiers built from
-// it never need quoting tricks: 1..32 characters of [a-z0-9_], starting with
-// a letter or underscore.
-func ValidatePrefix(prefix string) error {
-	if len(prefix) == 0 || len(prefix) > 32 {
-		return fmt.Errorf("%w %q: length must be 1..32", ErrInvalidPrefix, prefix)
-	}
-	for i := 0; i < len(prefix); i++ {
-		c := prefix[i]
-		switch {
-		case c >= 'a' && c <= 'z', c == '_':
-		case c >= '0' && c <= '9' && i > 0:
-		default:
-			return fmt.Errorf("%w %q: use lower-case letters, digits and '_', not starting with a digit", ErrInvalidPrefix, prefix)
-		}
-	}
-	return nil
-}
-
-// Tables holds the full table names for one prefix.
-type Tables struct {
-	Prefix        string
-	Partitions    string
-	Body          string
-	Incoming      string
-	Outgoing      string
-	Processor     string
-	VacuumCounter string
-	DeadLetters   string
-	DedupKeys     string
-	SchemaVersion string
-}
-
-// NewTables derives the table names from a validated prefix.
-func NewTables(prefix string) (Tables, error) {
-	if err := ValidatePrefix(prefix); err != nil {
-		return Tables{}, err
-	}
-	return Tables{
-		Prefix:        prefix,
-		Partitions:    prefix + "partitions",
-		Body:          prefix + "body",
-		Incoming:      prefix + "incoming",
-		Outgoing:      prefix + "outgoing",
-		Processor:     prefix + "processor",
-		VacuumCounter: prefix + "vacuum_counter",
-		DeadLetters:   prefix + "dead_letters",
-		DedupKeys:     prefix + "dedup_keys",
-		SchemaVersion: prefix + "schema_version",
-	}, nil
-}
-
-// All lists every table, in creation order.
-func (t Tables) All() []string {
-	return []string{t.SchemaVersion, t.Partitions, t.Body, t.Incoming, t.Outgoing, t.Processor, t.VacuumCounter, t.DeadLetters, t.DedupKeys}
-}
-
-// WakeupListener is an optional Dialect capability, found by type
-// assertion (PostgreSQL): the partitions that other processes' committed
-// transactions enqueued to or sequenced, as they commit.
-type WakeupListener interface {
-	// ListenWakeups calls w's functions as notifications from processes
-	// other than self arrive, until ctx ends, reconnecting by itself. It
-	// returns an error matching ErrNoListener at once when it has no way
-	// to listen.
-	ListenWakeups(ctx context.Context, self string, w Wakeups) error
-}
-
-// WakeupNotifier is the sending side of WakeupListener: self tells the
-// listening processes which partitions got incoming or sequenced rows.
-type WakeupNotifier interface {
-	NotifyWakeups(ctx context.Context, self string, incoming, sequenced []int64) error
-}
-
-// Wakeups receives what a WakeupListener hears. A nil id list means every
-// partition (the notification did not fit).
-type Wakeups struct {
-	// Incoming: partitions with newly committed incoming rows.
-	Incoming func(partitionIDs []int64)
-	// Sequenced: partitions with newly sequenced rows.
-	Sequenced func(partitionIDs []int64)
-	// Listening is called each time the listener has (re)connected:
-	// whatever committed before may not have been heard.
-	Listening func()
-}
-
-// ErrNoListener: the dialect cannot listen for notifications (PostgreSQL
-// without postgres.WithListener, or with a listener for another driver).
-var ErrNoListener = errors.New("seqbox: cannot listen for notifications")
 
 // MessageID is a message's client-generated UUIDv7 (outbox.MessageID).
 type MessageID = outbox.MessageID
@@ -390,31 +282,3 @@ type Tuning struct {
 	// up; one writer gains nothing from more.
 	VacuumWorkers int
 }
-
-// ErrPartitionCountMismatch matches *PartitionCountError (outbox's).
-var ErrPartitionCountMismatch = outbox.ErrPartitionCountMismatch
-
-// PartitionCountError is outbox.PartitionCountError.
-type PartitionCountError = outbox.PartitionCountError
-
-// OpError is an error with what seqbox was doing when it happened. Its
-// text carries the "seqbox: " prefix once, even when the cause's own text
-// has it (a sentinel such as ErrRetryable). Match the cause with errors.Is.
-type OpError struct {
-	Op  string
-	Err error
-}
-
-// Wrap returns err with what seqbox was doing, or nil for a nil err.
-func Wrap(err error, op string) error {
-	if err == nil {
-		return nil
-	}
-	return &OpError{Op: op, Err: err}
-}
-
-func (e *OpError) Error() string {
-	return "seqbox: " + e.Op + ": " + strings.TrimPrefix(ErrorString(e.Err), "seqbox: ")
-}
-
-func (e *OpError) Unwrap() error { return e.Err }

@@ -228,6 +228,9 @@ func leaseResult(rows []leaseRow) dialect.ProcessorLeaseResult {
 // ProcessorAck records an outcome; with dead letters to insert or replays
 // to resolve it takes a transaction, otherwise it is the one UPDATE.
 func (d *pgDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	if err := kit.OwnTransaction("ProcessorAck", p); err != nil {
+		return err
+	}
 	if len(p.DeadLetters) > 0 || len(p.ResolveReplays) > 0 {
 		return processorSQL.RecordInTx(ctx, d.Runner, p)
 	}
@@ -245,6 +248,9 @@ func (d *pgDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdate
 // ProcessorAckLease acks a clean advance and re-leases in one statement;
 // see engine.AckLeaser. Anything else takes a transaction.
 func (d *pgDialect) ProcessorAckLease(ctx context.Context, p *dialect.ProcessorAckLeaseParams) (dialect.ProcessorLeaseResult, error) {
+	if err := kit.OwnTransaction("ProcessorAckLease", p.Ack); err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
 	ack, next := p.Ack, p.Next
 	if ack.Owner == "" || ack.Owner != next.Owner || ack.PartitionID != next.PartitionID || !ack.Clean() {
 		return processorSQL.AckLeaseInTx(ctx, d.Runner, p, kit.LeaseReturning(d.Runner, leaseSQL.Returning))

@@ -150,6 +150,20 @@ func testProcessorAck(t *testing.T, open Open) {
 			require.ErrorIs(t, err, dialect.ErrLeaseLost)
 		})
 	})
+	t.Run("OwnTransaction", func(t *testing.T) {
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		e.sequenced(3, pid)
+		require.True(t, e.lease(pid, "o", 2).Leased)
+		e.unchanged("an ack that names a connection", func() {
+			err := e.d.RunInTx(e.ctx, func(ctx context.Context, tx bun.Tx) error {
+				u := dialect.ProcessorAdvance(pid, "o", 2, nil)
+				u.Conn = tx // ProcessorAck takes its own transaction, never the caller's
+				return e.d.ProcessorAck(ctx, u)
+			})
+			require.ErrorContains(t, err, "Conn must be nil")
+		})
+	})
 	t.Run("Failure", func(t *testing.T) {
 		e := e.with(t)
 		pid := e.queue(1)[0]

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/schema"
 
 	"github.com/seqbox/seqbox/dialect"
 )
@@ -56,23 +57,61 @@ func (s *InsertSQL) Insert(r *Runner) InsertChunk {
 	}
 }
 
-// BodyRows are the values of body rows: ?id ?key ?payload_type ?payload ?headers.
-func BodyRows(rows []dialect.MessageRow) []Args {
-	out := make([]Args, len(rows))
+// BodyRows are the items of body rows: ?id ?key ?payload_type ?payload
+// ?headers.
+func BodyRows(rows []dialect.MessageRow) []Item {
+	out := make([]Item, len(rows))
 	for i := range rows {
-		m := &rows[i]
-		out[i] = Args{"id": m.ID[:], "key": KeyArg(m.Key), "payload_type": m.PayloadType, "payload": m.Payload, "headers": HeadersArg(m.Headers)}
+		out[i] = bodyRow{&rows[i]}
 	}
 	return out
 }
 
-// IncomingRows are the values of incoming rows: ?pid ?id.
-func IncomingRows(rows []dialect.MessageRow) []Args {
-	out := make([]Args, len(rows))
+type bodyRow struct{ m *dialect.MessageRow }
+
+func (r bodyRow) Value(name string) (any, bool) {
+	switch name {
+	case "id":
+		return r.m.ID[:], true
+	case "key":
+		return KeyArg(r.m.Key), true
+	case "payload_type":
+		return r.m.PayloadType, true
+	case "payload":
+		return r.m.Payload, true
+	case "headers":
+		return HeadersArg(r.m.Headers), true
+	}
+	return nil, false
+}
+
+func (r bodyRow) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
+	return AppendItem(r, gen, b, name)
+}
+
+// IncomingRows are the items of incoming rows: ?pid ?id.
+func IncomingRows(rows []dialect.MessageRow) []Item {
+	out := make([]Item, len(rows))
 	for i := range rows {
-		out[i] = Args{"pid": rows[i].PartitionID, "id": rows[i].ID[:]}
+		out[i] = incomingRow{&rows[i]}
 	}
 	return out
+}
+
+type incomingRow struct{ m *dialect.MessageRow }
+
+func (r incomingRow) Value(name string) (any, bool) {
+	switch name {
+	case "pid":
+		return r.m.PartitionID, true
+	case "id":
+		return r.m.ID[:], true
+	}
+	return nil, false
+}
+
+func (r incomingRow) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
+	return AppendItem(r, gen, b, name)
 }
 
 // PendingList returns the ids that are committed but not yet acked, with

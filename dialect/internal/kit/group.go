@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/schema"
 
 	"github.com/seqbox/seqbox/dialect"
 )
@@ -57,12 +58,33 @@ type groupState struct {
 
 // perPartition is a CASE list: WHEN ?pid THEN ?<name>, one item per
 // partition.
-func perPartition(pids []int64, name string, value func(pid int64) int64) []Args {
-	out := make([]Args, len(pids))
+func perPartition(pids []int64, name string, value func(pid int64) int64) []Item {
+	out := make([]Item, len(pids))
 	for i, pid := range pids {
-		out[i] = Args{"pid": pid, name: value(pid)}
+		out[i] = &caseArm{pid: pid, name: name, value: value(pid)}
 	}
 	return out
+}
+
+// caseArm is one WHEN ?pid THEN ?<name> of a CASE list.
+type caseArm struct {
+	pid   int64
+	name  string
+	value int64
+}
+
+func (c *caseArm) Value(name string) (any, bool) {
+	switch name {
+	case "pid":
+		return c.pid, true
+	case c.name:
+		return c.value, true
+	}
+	return nil, false
+}
+
+func (c *caseArm) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
+	return AppendItem(c, gen, b, name)
 }
 
 // Lease takes several leases in one transaction of two statements (lock
@@ -129,6 +151,9 @@ func (s *GroupSQL) AckAndLease(ctx context.Context, r *Runner, p *dialect.Proces
 	durations := make(map[int64]time.Duration, len(p.Items))
 	seqs := make(map[int64]int64, len(p.Items))
 	for i, it := range p.Items {
+		if err := OwnTransaction("ProcessorAckLeaseGroup", it.Ack); err != nil {
+			return nil, err
+		}
 		if !it.Ack.Clean() || it.Ack.Owner != owner || it.Next.Owner != owner || it.Next.PartitionID != it.Ack.PartitionID {
 			return nil, errors.New("seqbox: a group ack must be a clean ack of one owner with its own partition's next lease")
 		}

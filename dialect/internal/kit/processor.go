@@ -143,8 +143,25 @@ func (s *ProcessorSQL) Record(ctx context.Context, r *Runner, p *dialect.Process
 	return nil
 }
 
+// OwnTransaction refuses an outcome that names a connection for an
+// operation that runs in a transaction of its own (ProcessorAck, the
+// ack-and-lease ones): the outcome would not be written where its caller
+// thinks.
+func OwnTransaction(op string, p *dialect.ProcessorUpdateParams) error {
+	if p == nil {
+		return fmt.Errorf("seqbox: %s: no outcome", op)
+	}
+	if p.Conn != nil {
+		return fmt.Errorf("seqbox: %s runs in a transaction of its own: the outcome's Conn must be nil", op)
+	}
+	return nil
+}
+
 // RecordInTx records a leased batch's outcome in its own transaction.
 func (s *ProcessorSQL) RecordInTx(ctx context.Context, r *Runner, p *dialect.ProcessorUpdateParams) error {
+	if err := OwnTransaction("ProcessorAck", p); err != nil {
+		return err
+	}
 	return r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		u := *p
 		u.Conn = tx
@@ -209,6 +226,9 @@ func (s *ProcessorSQL) LeaseRead(ctx context.Context, r *Runner, conn bun.IConn,
 // reads its batch, all in one transaction: one commit instead of two while
 // a partition has work. When nothing is left, the lease stays released.
 func (s *ProcessorSQL) AckLeaseInTx(ctx context.Context, r *Runner, p *dialect.ProcessorAckLeaseParams, lease LeaseFunc) (dialect.ProcessorLeaseResult, error) {
+	if err := OwnTransaction("ProcessorAckLease", p.Ack); err != nil {
+		return dialect.ProcessorLeaseResult{}, err
+	}
 	var res dialect.ProcessorLeaseResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.ProcessorLeaseResult{}

@@ -283,7 +283,8 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 		withLists := make(Args, len(args))
 		for k, v := range args {
 			if l, ok := c.lists[k]; ok {
-				v = listAppender{item: l.text, sep: l.sep, items: v.([]Args)}
+				its, _ := items(v) // checked
+				v = listAppender{item: l.text, sep: l.sep, items: its}
 			}
 			withLists[k] = v
 		}
@@ -314,15 +315,32 @@ func (c *compiled) check(args Args) error {
 			return c.mismatch(args)
 		}
 		if l, isList := c.lists[n]; isList {
-			items, ok := v.([]Args)
-			if !ok || len(items) == 0 {
-				return fmt.Errorf("seqbox: statement %s: list ?%s needs at least one item, as []Args", c.name, n)
+			its, ok := items(v)
+			if !ok || len(its) == 0 {
+				return fmt.Errorf("seqbox: statement %s: list ?%s needs at least one item, as []Item or []Args", c.name, n)
 			}
-			for _, it := range items {
-				if err := l.check(it); err != nil {
+			for i, it := range its {
+				if _, isArgs := it.(Args); !isArgs && i > 0 {
+					break // a row type reads the same names from every row
+				}
+				if err := l.checkItem(it); err != nil {
 					return fmt.Errorf("seqbox: statement %s: list ?%s: %w", c.name, n, err)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// checkItem checks a list item: Args exactly, another Item for every
+// value its text names.
+func (c *compiled) checkItem(it Item) error {
+	if a, ok := it.(Args); ok {
+		return c.check(a)
+	}
+	for _, n := range c.names {
+		if _, ok := it.Value(n); !ok {
+			return fmt.Errorf("seqbox: statement %s: an item has no ?%s", c.name, n)
 		}
 	}
 	return nil
@@ -341,7 +359,7 @@ func (c *compiled) mismatch(args Args) error {
 // values.
 type listAppender struct {
 	item, sep string
-	items     []Args
+	items     []Item
 }
 
 func (l listAppender) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error) {
@@ -356,11 +374,39 @@ func (l listAppender) AppendQuery(gen schema.QueryGen, b []byte) ([]byte, error)
 
 // AppendNamedArg lets bun inline Args (schema.NamedArgAppender).
 func (a Args) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
-	v, ok := a[name]
+	return AppendItem(a, gen, b, name)
+}
+
+// AppendItem appends it's value for ?name as bun inlines a value: an Item
+// type's AppendNamedArg.
+func AppendItem(it Item, gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
+	v, ok := it.Value(name)
 	if !ok {
 		return b, false
 	}
-	return gen.AppendQuery(b, "?", v), true
+	if qa, ok := v.(schema.QueryAppender); ok {
+		out, err := qa.AppendQuery(gen, b)
+		if err != nil {
+			return b, false
+		}
+		return out, true
+	}
+	return gen.Append(b, v), true
+}
+
+// items reads a List's value: a []Item or a []Args.
+func items(v any) ([]Item, bool) {
+	switch v := v.(type) {
+	case []Item:
+		return v, true
+	case []Args:
+		out := make([]Item, len(v))
+		for i := range v {
+			out[i] = v[i]
+		}
+		return out, true
+	}
+	return nil, false
 }
 
 // stmtConn is one run of a prepared statement as a bun connection: it
@@ -496,7 +542,8 @@ func (r *Runner) Render(gen schema.QueryGen, s *Stmt, args Args) (string, error)
 	withLists := make(Args, len(args))
 	for k, v := range args {
 		if l, ok := c.lists[k]; ok {
-			v = listAppender{item: l.text, sep: l.sep, items: v.([]Args)}
+			its, _ := items(v) // checked
+			v = listAppender{item: l.text, sep: l.sep, items: its}
 		}
 		withLists[k] = v
 	}

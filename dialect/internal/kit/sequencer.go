@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/schema"
 
 	"github.com/seqbox/seqbox/dialect"
 )
@@ -44,7 +45,7 @@ type MoveSQL struct {
 	Write        WriteSQL
 }
 
-type incomingRow struct {
+type incomingRead struct {
 	ID     int64  `bun:"id"`
 	BodyID []byte `bun:"body_id"`
 }
@@ -65,7 +66,7 @@ func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMovePa
 		}
 		// A plain read: the partition lock already serialises sequencers, and
 		// rows of still-open producers are invisible here; they get later seqs.
-		var rows []incomingRow
+		var rows []incomingRead
 		if err := r.Query(ctx, tx, s.SelectIncoming, Args{"pid": p.PartitionID, "limit": p.Limit}, &rows); err != nil {
 			return err
 		}
@@ -236,13 +237,32 @@ func IncomingIDs(rows []MovedRow) []int64 {
 // delete a row with a smaller id that committed meanwhile, and lose that
 // message.
 func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow) error {
-	items := make([]Args, len(rows))
-	for i, row := range rows {
-		items[i] = Args{"pid": row.PartitionID, "seq": row.Seq, "body_id": row.BodyID}
+	items := make([]Item, len(rows))
+	for i := range rows {
+		items[i] = outgoingRow{&rows[i]}
 	}
 	if _, err := r.Exec(ctx, tx, s.InsertOutgoing, Args{"rows": items}); err != nil {
 		return err
 	}
 	_, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"moved": s.DeleteArg(rows)})
 	return err
+}
+
+// outgoingRow is a moved row as an item of InsertOutgoing: ?pid ?seq ?body_id.
+type outgoingRow struct{ m *MovedRow }
+
+func (r outgoingRow) Value(name string) (any, bool) {
+	switch name {
+	case "pid":
+		return r.m.PartitionID, true
+	case "seq":
+		return r.m.Seq, true
+	case "body_id":
+		return r.m.BodyID, true
+	}
+	return nil, false
+}
+
+func (r outgoingRow) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]byte, bool) {
+	return AppendItem(r, gen, b, name)
 }

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/uptrace/bun/schema"
 )
 
 // Mode is how a statement runs; it is fixed per statement.
@@ -78,8 +80,23 @@ func Prepare(text string) *Stmt {
 func Rows(item string) List { return List{Name: "rows", Item: item, Sep: ", "} }
 
 // Args are the ?name values of one run of a statement. A List's value is
-// a []Args, one per item.
+// a []Item (or a []Args), one per item.
 type Args map[string]any
+
+// Item is the values of one item of a List. Args is one; a hot list (the
+// rows of an enqueue, of a move) has a type of its own that reads its
+// values from the row it wraps, so that no map is built per row.
+type Item interface {
+	// Value is the item's value for ?name.
+	Value(name string) (any, bool)
+	schema.NamedArgAppender
+}
+
+// Value is a's value for ?name.
+func (a Args) Value(name string) (any, bool) {
+	v, ok := a[name]
+	return v, ok
+}
 
 // tableWord matches {name}.
 var tableWord = regexp.MustCompile(`\{([a-z_]+)\}`)
