@@ -1,0 +1,61 @@
+package kit
+
+import (
+	"errors"
+
+	"github.com/uptrace/bun/schema"
+)
+
+// Statements lists the dialect's statements as compiled: name, mode and
+// text with its table words substituted (golden files).
+func (r *Runner) Statements() []Compiled {
+	out := make([]Compiled, len(r.order))
+	for i, s := range r.order {
+		c := r.stmts[s]
+		out[i] = Compiled{Name: c.name, Stmt: s, Text: c.text, PreparedText: c.preparedText, Params: c.params, Names: c.names}
+		for name, l := range c.lists {
+			if out[i].Lists == nil {
+				out[i].Lists = map[string][]string{}
+			}
+			out[i].Lists[name] = l.names
+		}
+	}
+	return out
+}
+
+// Render formats s with args as bun inlines them, for a golden file: the
+// statement a reviewer reads, values and all. args are checked as a run
+// checks them.
+func (r *Runner) Render(gen schema.QueryGen, s *Stmt, args Args) (string, error) {
+	c, ok := r.stmts[s]
+	if !ok {
+		return "", errors.New("seqbox: a statement not among the dialect's sets")
+	}
+	if err := c.check(args); err != nil {
+		return "", err
+	}
+	withLists := make(Args, len(args))
+	for k, v := range args {
+		if l, ok := c.lists[k]; ok {
+			its, _ := items(v) // checked
+			v = listAppender{item: l.text, sep: l.sep, items: its}
+		}
+		withLists[k] = v
+	}
+	return gen.FormatQuery(c.text, withLists), nil
+}
+
+// Compiled is one statement as the dialect runs it.
+type Compiled struct {
+	Name string
+	Stmt *Stmt
+	// Text has its table words substituted and its ?name values.
+	Text string
+	// PreparedText and Params: a prepared statement as sent to the
+	// database, parameter i carrying the value Params[i].
+	PreparedText string
+	Params       []string
+	// Names are its ?name values; Lists its lists' item values by name.
+	Names []string
+	Lists map[string][]string
+}
