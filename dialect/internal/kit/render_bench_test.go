@@ -54,3 +54,32 @@ func BenchmarkRenderRowsKit(b *testing.B) {
 		buf = gen.AppendQuery(buf[:0], c.text, Args{"rows": listAppender{item: c.lists["rows"].text, sep: ", ", items: its}})
 	}
 }
+
+// BenchmarkRenderRowsKitArgs renders the rows as Args, a map each: what
+// the typed row items replaced (BENCHMARKS.md, "The SQL layer's third
+// design").
+func BenchmarkRenderRowsKitArgs(b *testing.B) {
+	gen := schema.NewQueryGen(pgdialect.New())
+	s := &InsertSQL{Bodies: Inline("INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows",
+		Rows("(?id, ?key, ?payload_type, ?payload, ?headers, now())")), Incoming: Inline("INSERT INTO {incoming} VALUES ?rows", Rows("(?pid, ?id)"))}
+	r, err := New(Config{Prefix: "b_", Sets: []any{s}, IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows := benchRows()
+	c := r.stmts[s.Bodies]
+	buf := make([]byte, 0, 1<<16)
+	for b.Loop() {
+		list := make([]Args, len(rows))
+		for i := range rows {
+			m := &rows[i]
+			list[i] = Args{"id": m.ID[:], "key": KeyArg(m.Key), "payload_type": m.PayloadType, "payload": m.Payload, "headers": HeadersArg(m.Headers)}
+		}
+		args := Args{"rows": list}
+		if err := c.check(args); err != nil {
+			b.Fatal(err)
+		}
+		its, _ := items(args["rows"])
+		buf = gen.AppendQuery(buf[:0], c.text, Args{"rows": listAppender{item: c.lists["rows"].text, sep: ", ", items: its}})
+	}
+}
