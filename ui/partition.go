@@ -1,0 +1,202 @@
+package ui
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/outbox"
+)
+
+// partitionPage is what the partition screen shows, and what an action's
+// outcome shows with it.
+type partitionPage struct {
+	State   seqbox.PartitionState
+	Stats   outbox.PartitionStats
+	Actions []actionForm
+	// Outcome is the last action's result; Changed says it was refused
+	// because the state changed.
+	Outcome string
+	Changed bool
+}
+
+// actionForm is one button: the action, its CSRF token and the state
+// the page showed, which the POST sends back.
+type actionForm struct {
+	Action, Label, Token string
+	Shown                shown
+}
+
+// shown is the state an action is conditional on.
+type shown struct {
+	State    seqbox.State
+	HeadSeq  int64
+	Attempts int
+}
+
+func (s shown) String() string {
+	return fmt.Sprintf("%s, head seq %d, %d attempts", s.State, s.HeadSeq, s.Attempts)
+}
+
+var actions = []struct{ Action, Label string }{
+	{seqbox.ActionResume, "Resume"},
+	{seqbox.ActionRetry, "Retry now"},
+	{seqbox.ActionSkip, "Skip head to dead letters"},
+}
+
+// token is the CSRF token of an action on a partition.
+func (h *handler) token(action, queue string, partition int) string {
+	m := hmac.New(sha256.New, h.secret)
+	fmt.Fprintf(m, "%s\x00%d\x00%s", action, partition, queue)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// load reads a partition's state and stats; status is 404 for an unknown one.
+func (h *handler) load(r *http.Request) (partitionPage, int, error) {
+	queue := r.PathValue("queue")
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 0 {
+		return partitionPage{}, http.StatusNotFound, fmt.Errorf("no partition %q of queue %q", r.PathValue("n"), queue)
+	}
+	ps, err := h.admin.Partitions().State(r.Context(), queue, n)
+	if errors.Is(err, seqbox.ErrUnknownPartition) {
+		return partitionPage{}, http.StatusNotFound, fmt.Errorf("no partition %d of queue %q", n, queue)
+	}
+	if err != nil {
+		return partitionPage{}, http.StatusInternalServerError, err
+	}
+	p := partitionPage{State: ps}
+	st, err := h.admin.Stats(r.Context())
+	if err != nil {
+		return partitionPage{}, http.StatusInternalServerError, err
+	}
+	for _, s := range st.Partitions {
+		if s.Queue == queue && s.Partition == n {
+			p.Stats = s
+		}
+	}
+	if !h.readOnly {
+		for _, a := range actions {
+			if ps.Check(a.Action) == nil || (a.Action != seqbox.ActionResume && errors.Is(ps.Check(a.Action), seqbox.ErrPartitionBusy)) {
+				p.Actions = append(p.Actions, actionForm{Action: a.Action, Label: a.Label, Token: h.token(a.Action, queue, n),
+					Shown: shown{ps.State, ps.HeadSeq, ps.Attempts}})
+			}
+		}
+	}
+	return p, http.StatusOK, nil
+}
+
+func (h *handler) partition(w http.ResponseWriter, r *http.Request) {
+	p, status, err := h.load(r)
+	if err != nil {
+		h.failStatus(w, r, status, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "partition", title(p.State), p)
+}
+
+func title(ps seqbox.PartitionState) string {
+	return fmt.Sprintf("%s / partition %d", ps.Queue, ps.Partition)
+}
+
+func (h *handler) failStatus(w http.ResponseWriter, r *http.Request, status int, err error) {
+	if status == http.StatusInternalServerError {
+		h.internal(w, r, err)
+		return
+	}
+	h.fail(w, r, status, err.Error())
+}
+
+// act runs an action: read-only refused, then the partition found, the
+// CSRF token checked, the state shown compared with the state now, and the
+// action taken with the API's own check under the partition's row lock.
+func (h *handler) act(w http.ResponseWriter, r *http.Request) {
+	action := r.PathValue("action")
+	queue := r.PathValue("queue")
+	who := h.identity(r)
+	logAttrs := func(outcome string) []any {
+		return []any{"who", who, "action", action, "queue", queue, "partition", r.PathValue("n"), "outcome", outcome}
+	}
+	if h.readOnly {
+		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: read-only")...)
+		h.fail(w, r, http.StatusForbidden, "this UI is read-only")
+		return
+	}
+	if action != seqbox.ActionResume && action != seqbox.ActionRetry && action != seqbox.ActionSkip {
+		h.fail(w, r, http.StatusNotFound, "no action "+strconv.Quote(action))
+		return
+	}
+	p, status, err := h.load(r)
+	if err != nil {
+		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: "+err.Error())...)
+		h.failStatus(w, r, status, err)
+		return
+	}
+	ps := p.State
+	got := r.PostFormValue("csrf")
+	if !hmac.Equal([]byte(got), []byte(h.token(action, queue, ps.Partition))) {
+		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
+		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
+		return
+	}
+	headSeq, err1 := strconv.ParseInt(r.PostFormValue("head_seq"), 10, 64)
+	attempts, err2 := strconv.Atoi(r.PostFormValue("attempts"))
+	if err1 != nil || err2 != nil || r.PostFormValue("state") == "" {
+		h.fail(w, r, http.StatusBadRequest, "the form lacks the state it was shown (state, head_seq, attempts)")
+		return
+	}
+	was := shown{seqbox.State(r.PostFormValue("state")), headSeq, attempts}
+	now := shown{ps.State, ps.HeadSeq, ps.Attempts}
+	if was != now {
+		outcome := fmt.Sprintf("not done: the partition changed since the page was shown (shown: %s; now: %s)", was, now)
+		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
+		p.Outcome, p.Changed = outcome, true
+		h.render(w, r, http.StatusConflict, "partition", title(ps), p)
+		return
+	}
+	parts := h.admin.Partitions()
+	var done string
+	switch action {
+	case seqbox.ActionResume:
+		_, err = parts.Resume(r.Context(), queue, ps.Partition)
+		done = "resumed: the head is retried now"
+	case seqbox.ActionRetry:
+		_, err = parts.RetryNow(r.Context(), queue, ps.Partition)
+		done = "retried now"
+	case seqbox.ActionSkip:
+		var sk seqbox.Skipped
+		sk, err = parts.Skip(r.Context(), queue, ps.Partition)
+		done = fmt.Sprintf("skipped: head seq %d went to dead letters as message %s", sk.HeadSeq, sk.MessageID.String())
+	}
+	var pe *seqbox.PartitionError
+	switch {
+	case errors.As(err, &pe):
+		outcome := "not done: " + pe.Err.Error()
+		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
+		p, status, err = h.load(r)
+		if err != nil {
+			h.failStatus(w, r, status, err)
+			return
+		}
+		p.Outcome, p.Changed = outcome, true
+		h.render(w, r, http.StatusConflict, "partition", title(ps), p)
+		return
+	case err != nil:
+		h.log.ErrorContext(r.Context(), "seqbox ui action", logAttrs("failed: "+err.Error())...)
+		h.internal(w, r, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(done)...)
+	p, status, err = h.load(r)
+	if err != nil {
+		h.failStatus(w, r, status, err)
+		return
+	}
+	p.Outcome = done
+	h.render(w, r, http.StatusOK, "partition", title(p.State), p)
+}

@@ -1,0 +1,351 @@
+// Package ui is seqbox's operator web UI: an http.Handler, server-rendered
+// with html/template and an embedded stylesheet (no JavaScript, no CDN),
+// that an application mounts under a path prefix behind its own
+// middleware (docs/ARCHITECTURE.md, "The web UI").
+//
+// This first slice has three screens, each at a stable URL relative to
+// where the handler is mounted:
+//
+//	/                                  the overview: every queue's backlog, oldest unprocessed age,
+//	                                   dead letters by status, parked and retrying partitions
+//	/queues/{queue}                    every partition of a queue as a cell coloured by state,
+//	                                   filtered by ?state=idle|busy|retrying|parked
+//	/queues/{queue}/partitions/{n}     one partition's head of line, with the actions that apply
+//
+// and three actions, POSTs to /queues/{queue}/partitions/{n}/{resume,retry,skip}.
+// Every link the handler renders is relative, so it works under any prefix
+// stripped with http.StripPrefix. Actions carry a CSRF token (an HMAC, under a
+// secret drawn when New runs, of the action, queue and partition) and the state
+// the page showed; when the partition's state changed since, the handler acts
+// not and shows what changed (409). Each action is logged with slog.
+package ui
+
+import (
+	"crypto/rand"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/outbox"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Option configures New. An option given a bad value makes New fail.
+type Option func(*config) error
+
+type config struct {
+	readOnly bool
+	log      *slog.Logger
+	identity func(*http.Request) string
+}
+
+// ReadOnly hides every action and refuses their POSTs (403).
+func ReadOnly() Option { return func(c *config) error { c.readOnly = true; return nil } }
+
+// WithLogger sets the logger of the action log (default slog.Default()).
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return errors.New("seqbox/ui: WithLogger: nil logger")
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// WithIdentity sets how the action log names who acted, typically from
+// what the application's auth middleware put in the request's context
+// (default: "anonymous").
+func WithIdentity(fn func(*http.Request) string) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return errors.New("seqbox/ui: WithIdentity: nil func")
+		}
+		c.identity = fn
+		return nil
+	}
+}
+
+type handler struct {
+	config
+	admin  *seqbox.Admin
+	secret []byte
+	tmpl   map[string]*template.Template
+	css    []byte
+	mux    *http.ServeMux
+}
+
+// New returns the UI of admin's outbox.
+func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
+	if admin == nil {
+		return nil, errors.New("seqbox/ui: New: nil Admin")
+	}
+	h := &handler{admin: admin, config: config{log: slog.Default(), identity: func(*http.Request) string { return "anonymous" }}}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("seqbox/ui: New: nil Option")
+		}
+		if err := o(&h.config); err != nil {
+			return nil, err
+		}
+	}
+	h.secret = make([]byte, 32)
+	if _, err := rand.Read(h.secret); err != nil {
+		return nil, fmt.Errorf("seqbox/ui: CSRF secret: %w", err)
+	}
+	css, err := assets.ReadFile("assets/style.css")
+	if err != nil {
+		return nil, err
+	}
+	h.css = css
+	h.tmpl = map[string]*template.Template{}
+	for _, page := range []string{"overview", "queue", "partition", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
+		if err != nil {
+			return nil, fmt.Errorf("seqbox/ui: template %s: %w", page, err)
+		}
+		h.tmpl[page] = t
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.overview)
+	mux.HandleFunc("GET /style.css", h.style)
+	mux.HandleFunc("GET /queues/{queue}", h.queue)
+	mux.HandleFunc("GET /queues/{queue}/partitions/{n}", h.partition)
+	mux.HandleFunc("POST /queues/{queue}/partitions/{n}/{action}", h.act)
+	h.mux = mux
+	return h, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'")
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *handler) style(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	_, _ = w.Write(h.css)
+}
+
+var funcs = template.FuncMap{
+	"pathEscape": pathEscape,
+	"age": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return ago(time.Since(t))
+	},
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+}
+
+// pathEscape escapes one path segment (a queue name may hold "/" or "?").
+func pathEscape(s string) string {
+	return strings.ReplaceAll(url.PathEscape(s), ".", "%2E")
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return strconv.Itoa(int(d.Seconds())) + "s"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// root is the relative path from the request's page back to the handler's
+// root: "./" at "/", "../../" at "/queues/q". Links built on it work under
+// any prefix the application strips.
+func root(r *http.Request) string {
+	n := strings.Count(r.URL.EscapedPath(), "/") - 1
+	if n <= 0 {
+		return "./"
+	}
+	return strings.Repeat("../", n)
+}
+
+type page struct {
+	Root     string
+	Title    string
+	ReadOnly bool
+	Data     any
+}
+
+func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	var b strings.Builder
+	if err := h.tmpl[name].Execute(&b, page{Root: root(r), Title: title, ReadOnly: h.readOnly, Data: data}); err != nil {
+		h.log.ErrorContext(r.Context(), "seqbox ui: render", "page", name, "err", err)
+		http.Error(w, "seqbox ui: render failed", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(b.String()))
+}
+
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.render(w, r, status, "error", http.StatusText(status), struct {
+		Status  int
+		Message string
+	}{status, msg})
+}
+
+func (h *handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.ErrorContext(r.Context(), "seqbox ui: read", "path", r.URL.Path, "err", err)
+	h.fail(w, r, http.StatusInternalServerError, err.Error())
+}
+
+// cellState is a partition's state on the grid.
+func cellState(p outbox.PartitionStats) string {
+	switch {
+	case p.Parked:
+		return "parked"
+	case p.Retrying():
+		return "retrying"
+	case p.Incoming+p.Unprocessed > 0:
+		return "busy"
+	}
+	return "idle"
+}
+
+var cellStates = []string{"idle", "busy", "retrying", "parked"}
+
+type queueRow struct {
+	outbox.QueueStats
+	Backlog     int64
+	DeadLetters []statusCount
+	Failing     []seqbox.PartitionState
+}
+
+type statusCount struct {
+	Status string
+	N      int64
+}
+
+func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
+	st, err := h.admin.Stats(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	failing, err := h.admin.Partitions().Failing(r.Context(), "")
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	rows := make([]queueRow, len(st.Queues))
+	index := map[string]int{}
+	for i, q := range st.Queues {
+		rows[i] = queueRow{QueueStats: q, Backlog: q.Incoming + q.Unprocessed, DeadLetters: counts(q.DeadLetters)}
+		index[q.Queue] = i
+	}
+	for _, f := range failing {
+		if i, ok := index[f.Queue]; ok {
+			rows[i].Failing = append(rows[i].Failing, f)
+		}
+	}
+	h.render(w, r, http.StatusOK, "overview", "Overview", rows)
+}
+
+func counts(m map[string]int64) []statusCount {
+	var out []statusCount
+	for _, s := range []string{"pending", "replayed", "resolved", "discarded"} {
+		if m[s] > 0 {
+			out = append(out, statusCount{s, m[s]})
+		}
+	}
+	for s, n := range m {
+		switch s {
+		case "pending", "replayed", "resolved", "discarded":
+		default:
+			if n > 0 {
+				out = append(out, statusCount{s, n})
+			}
+		}
+	}
+	return out
+}
+
+type cell struct {
+	outbox.PartitionStats
+	State string
+}
+
+type queuePage struct {
+	Queue  string
+	Filter string
+	States []stateCount
+	Cells  []cell
+	Total  int
+}
+
+type stateCount struct {
+	State  string
+	N      int
+	Active bool
+}
+
+func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
+	queue := r.PathValue("queue")
+	filter := r.URL.Query().Get("state")
+	if filter != "" && !contains(cellStates, filter) {
+		h.fail(w, r, http.StatusBadRequest, "unknown state filter "+strconv.Quote(filter)+"; one of idle, busy, retrying, parked")
+		return
+	}
+	st, err := h.admin.Stats(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	p := queuePage{Queue: queue, Filter: filter}
+	n := map[string]int{}
+	for _, ps := range st.Partitions {
+		if ps.Queue != queue {
+			continue
+		}
+		p.Total++
+		s := cellState(ps)
+		n[s]++
+		if filter == "" || filter == s {
+			p.Cells = append(p.Cells, cell{ps, s})
+		}
+	}
+	if p.Total == 0 {
+		h.fail(w, r, http.StatusNotFound, "no queue "+strconv.Quote(queue))
+		return
+	}
+	for _, s := range cellStates {
+		p.States = append(p.States, stateCount{s, n[s], s == filter})
+	}
+	h.render(w, r, http.StatusOK, "queue", queue, p)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
