@@ -154,10 +154,9 @@ var funcs = template.FuncMap{
 	},
 }
 
-// pathEscape escapes one path segment (a queue name may hold "/" or "?").
-func pathEscape(s string) string {
-	return strings.ReplaceAll(url.PathEscape(s), ".", "%2E")
-}
+// pathEscape escapes one path segment. Queue names are [A-Za-z0-9._-]
+// today; a URL's queue segment, untrusted, is echoed escaped.
+func pathEscape(s string) string { return url.PathEscape(s) }
 
 func ago(d time.Duration) string {
 	switch {
