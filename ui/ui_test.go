@@ -91,6 +91,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 			processor.MaxAttempts(2), processor.Retry(time.Millisecond, 2*time.Millisecond), processor.OnFailure(processor.Park)).
 		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(24*time.Hour, 24*time.Hour)).
 		Queue("block", 1, blocking, processor.Lease(time.Hour, time.Second)).
+		Queue("wide", 1024, processor.Leased(failing)).
 		Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -244,6 +245,11 @@ func testUI(t *testing.T, e *env) {
 		require.Equal(t, http.StatusOK, code)
 		require.Equal(t, 1, strings.Count(body, `<a class="cell st-retrying`))
 
+		code, body = do(t, e.h, "GET", "/queues/wide", nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, 1024, strings.Count(body, `<a class="cell st-idle`), "1,024 partitions on one page")
+		require.Contains(t, body, `href="../queues/wide/partitions/1023"`)
+
 		code, _ = do(t, e.h, "GET", evilPath+"?state=bogus", nil)
 		require.Equal(t, http.StatusBadRequest, code)
 		code, _ = do(t, e.h, "GET", "/queues/nope", nil)
@@ -370,6 +376,8 @@ func testUI(t *testing.T, e *env) {
 		require.Contains(t, body, "not done")
 	})
 
+	t.Run("basepath", func(t *testing.T) { testBasePath(t, e) })
+
 	t.Run("skip", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", parked, nil)
 		f := forms(body)["skip"]
@@ -389,6 +397,69 @@ func testUI(t *testing.T, e *env) {
 		_, body = do(t, e.h, "GET", "/", nil)
 		require.Contains(t, body, `<span class="dl">pending 1</span>`)
 	})
+}
+
+// testBasePath: mounted under /seqbox/ with http.StripPrefix, every link
+// and form of every screen resolves under /seqbox/ to a page that exists,
+// and an action posted there acts.
+func testBasePath(t *testing.T, e *env) {
+	mux := http.NewServeMux()
+	mux.Handle("/seqbox/", http.StripPrefix("/seqbox", e.h))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	get := func(u string) string {
+		t.Helper()
+		resp, err := http.Get(u)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, u)
+		return string(b)
+	}
+	linkRE := regexp.MustCompile(`(?:href|action)="([^"]*)"`)
+	pages := []string{"/seqbox/", "/seqbox/queues/slow", "/seqbox/queues/slow?state=retrying", "/seqbox/queues/slow/partitions/0"}
+	var actions []*url.URL
+	for _, p := range pages {
+		base, err := url.Parse(srv.URL + p)
+		require.NoError(t, err)
+		body := get(base.String())
+		links := linkRE.FindAllStringSubmatch(body, -1)
+		require.NotEmpty(t, links)
+		for _, m := range links {
+			ref, err := url.Parse(html.UnescapeString(m[1]))
+			require.NoError(t, err)
+			u := base.ResolveReference(ref)
+			require.True(t, strings.HasPrefix(u.Path, "/seqbox/"), "%s on %s resolves to %s", m[1], p, u)
+			if strings.HasPrefix(m[0], "action") {
+				actions = append(actions, u)
+				continue
+			}
+			get(u.String())
+		}
+	}
+	require.NotEmpty(t, actions)
+	_, body := do(t, e.h, "GET", "/queues/slow/partitions/0", nil)
+	for _, u := range actions {
+		if strings.HasSuffix(u.Path, "/retry") {
+			require.Equal(t, "/seqbox/queues/slow/partitions/0/retry", u.Path)
+			resp, err := http.PostForm(u.String(), forms(body)["retry"])
+			require.NoError(t, err)
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+			require.Contains(t, string(b), "retried now")
+			// The outcome page, at the action's URL, links back under /seqbox/ too.
+			for _, m := range linkRE.FindAllStringSubmatch(string(b), -1) {
+				ref, err := url.Parse(html.UnescapeString(m[1]))
+				require.NoError(t, err)
+				require.True(t, strings.HasPrefix(u.ResolveReference(ref).Path, "/seqbox/"), m[1])
+			}
+			require.Contains(t, string(b), `href="../../../../style.css"`)
+			return
+		}
+	}
+	t.Fatal("no retry form under /seqbox/")
 }
 
 // noScript: no untrusted text reached the page unescaped.
