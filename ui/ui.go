@@ -16,8 +16,8 @@
 // Every link the handler renders is relative, so it works under any prefix
 // stripped with http.StripPrefix. Actions carry a CSRF token (an HMAC, under a
 // secret drawn when New runs, of the action, queue and partition) and the state
-// the page showed; when the partition's state changed since, the handler acts
-// not and shows what changed (409). Each action is logged with slog.
+// the page showed; when the partition's state changed since, the handler does
+// nothing and shows what changed (409). Each action is logged with slog.
 package ui
 
 import (
@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -274,14 +275,19 @@ func counts(m map[string]int64) []statusCount {
 			out = append(out, statusCount{s, m[s]})
 		}
 	}
+	var other []string
 	for s, n := range m {
 		switch s {
 		case "pending", "replayed", "resolved", "discarded":
 		default:
 			if n > 0 {
-				out = append(out, statusCount{s, n})
+				other = append(other, s)
 			}
 		}
+	}
+	slices.Sort(other)
+	for _, s := range other {
+		out = append(out, statusCount{s, m[s]})
 	}
 	return out
 }
@@ -308,7 +314,7 @@ type stateCount struct {
 func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 	queue := r.PathValue("queue")
 	filter := r.URL.Query().Get("state")
-	if filter != "" && !contains(cellStates, filter) {
+	if filter != "" && !slices.Contains(cellStates, filter) {
 		h.fail(w, r, http.StatusBadRequest, "unknown state filter "+strconv.Quote(filter)+"; one of idle, busy, retrying, parked")
 		return
 	}
@@ -338,13 +344,4 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		p.States = append(p.States, stateCount{s, n[s], s == filter})
 	}
 	h.render(w, r, http.StatusOK, "queue", queue, p)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
