@@ -54,6 +54,10 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
+
+// tenYears is the slow queue's retry delay.
+const tenYears = 10 * 365 * 24 * time.Hour
+
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,7 +93,10 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		Logger(slog.New(slog.DiscardHandler)).PollInterval(50*time.Millisecond).
 		Queue(evilQueue, 4, processor.Leased(failing),
 			processor.MaxAttempts(2), processor.Retry(time.Millisecond, 2*time.Millisecond), processor.OnFailure(processor.Park)).
-		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(24*time.Hour, 24*time.Hour)).
+		// Full jitter draws a retry delay in [0, max): ten years makes a
+		// natural retry during the test (a stale page, a 409) a chance of
+		// about 1 in 30 million per failure, where 24 h made it 1 in 10,000.
+		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(tenYears, tenYears)).
 		Queue("block", 1, blocking, processor.Lease(time.Hour, time.Second)).
 		Queue("wide", 1024, processor.Leased(failing)).
 		Start(ctx)
