@@ -54,7 +54,6 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-
 // tenYears is the slow queue's retry delay.
 const tenYears = 10 * 365 * 24 * time.Hour
 
