@@ -54,18 +54,7 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 		return nil, nil, err
 	}
 	if s.Mode == Inlined {
-		if c.lists == nil {
-			return r.cfg.DB.NewRaw(c.text, args).Conn(conn), func() {}, nil
-		}
-		withLists := make(Args, len(args))
-		for k, v := range args {
-			if l, ok := c.lists[k]; ok {
-				its, _ := items(v) // checked
-				v = listAppender{item: l.text, sep: l.sep, items: its}
-			}
-			withLists[k] = v
-		}
-		return r.cfg.DB.NewRaw(c.text, withLists).Conn(conn), func() {}, nil
+		return r.cfg.DB.NewRaw(c.text, c.inline(args)).Conn(conn), func() {}, nil
 	}
 	stmt, done, err := r.prepared(ctx, conn, c)
 	if err != nil {
@@ -130,6 +119,23 @@ func (c *compiled) mismatch(args Args) error {
 	}
 	slices.Sort(given)
 	return fmt.Errorf("seqbox: statement %s takes %v, given %v", c.name, c.names, given)
+}
+
+// inline is args as bun formats them: each list's items wrapped in the
+// appender that renders them with the list's item text. Checked args only.
+func (c *compiled) inline(args Args) Args {
+	if c.lists == nil {
+		return args
+	}
+	out := make(Args, len(args))
+	for k, v := range args {
+		if l, ok := c.lists[k]; ok {
+			its, _ := items(v)
+			v = listAppender{item: l.text, sep: l.sep, items: its}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // listAppender renders a List's items, each formatted by bun with its own

@@ -34,15 +34,7 @@ func (r *Runner) Render(gen schema.QueryGen, s *Stmt, args Args) (string, error)
 	if err := c.check(args); err != nil {
 		return "", err
 	}
-	withLists := make(Args, len(args))
-	for k, v := range args {
-		if l, ok := c.lists[k]; ok {
-			its, _ := items(v) // checked
-			v = listAppender{item: l.text, sep: l.sep, items: its}
-		}
-		withLists[k] = v
-	}
-	return gen.FormatQuery(c.text, withLists), nil
+	return gen.FormatQuery(c.text, c.inline(args)), nil
 }
 
 // Compiled is one statement as the dialect runs it.

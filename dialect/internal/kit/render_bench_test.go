@@ -50,8 +50,7 @@ func BenchmarkRenderRowsKit(b *testing.B) {
 		if err := c.check(args); err != nil {
 			b.Fatal(err)
 		}
-		its, _ := items(args["rows"])
-		buf = gen.AppendQuery(buf[:0], c.text, Args{"rows": listAppender{item: c.lists["rows"].text, sep: ", ", items: its}})
+		buf = gen.AppendQuery(buf[:0], c.text, c.inline(args))
 	}
 }
 
@@ -79,7 +78,6 @@ func BenchmarkRenderRowsKitArgs(b *testing.B) {
 		if err := c.check(args); err != nil {
 			b.Fatal(err)
 		}
-		its, _ := items(args["rows"])
-		buf = gen.AppendQuery(buf[:0], c.text, Args{"rows": listAppender{item: c.lists["rows"].text, sep: ", ", items: its}})
+		buf = gen.AppendQuery(buf[:0], c.text, c.inline(args))
 	}
 }
