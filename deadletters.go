@@ -55,17 +55,27 @@ func (a *DeadLetters) List(ctx context.Context, f deadletter.Filter, after int64
 
 // Count returns how many letters a filter matches, by status.
 func (a *DeadLetters) Count(ctx context.Context, f deadletter.Filter) (map[deadletter.Status]int64, error) {
+	t, err := a.Tally(ctx, f)
+	return t.ByStatus, err
+}
+
+// Tally counts the letters a filter matches, by status, and reads the
+// highest id among them: what a confirmation shows before a bulk action,
+// which then sets Filter.MaxID to Tally.MaxID and Selection.Expect to
+// the count, to act on exactly what was shown.
+func (a *DeadLetters) Tally(ctx context.Context, f deadletter.Filter) (deadletter.Tally, error) {
 	_, df, err := a.filter(ctx, f)
 	if err != nil {
-		return nil, err
+		return deadletter.Tally{}, err
 	}
-	tally, err := a.s.DeadLetterTally(ctx, &dialect.DeadLetterTallyParams{Filter: df})
+	t, err := a.s.DeadLetterTally(ctx, &dialect.DeadLetterTallyParams{Filter: df})
 	if err != nil {
-		return nil, dialect.Wrap(err, "count dead letters")
+		return deadletter.Tally{}, dialect.Wrap(err, "count dead letters")
 	}
-	out := make(map[deadletter.Status]int64, len(tally))
-	for s, n := range tally {
-		out[deadletter.Status(s)] = n
+	out := deadletter.Tally{ByStatus: make(map[deadletter.Status]int64, len(t.ByStatus)), MaxID: t.MaxID}
+	for s, n := range t.ByStatus {
+		out.ByStatus[deadletter.Status(s)] = n
+		out.Total += n
 	}
 	return out, nil
 }
@@ -238,8 +248,11 @@ func (a *DeadLetters) act(ctx context.Context, sel deadletter.Selection, action 
 			if err := checkIDs(sel.IDs, recs, action); err != nil {
 				return err
 			}
-		} else if len(recs) == 0 {
+		} else if len(recs) == 0 && sel.Expect == 0 {
 			return deadletter.ErrNoMatch
+		}
+		if sel.Expect != 0 && len(recs) != sel.Expect {
+			return &deadletter.CountError{Action: action, Expected: sel.Expect, Found: len(recs)}
 		}
 		return fn(ctx, tx, recs)
 	})
@@ -278,7 +291,8 @@ func (a *DeadLetters) update(ctx context.Context, p *dialect.DeadLetterUpdatePar
 }
 
 func wrapAction(action string, err error) error {
-	if err == nil || errors.Is(err, deadletter.ErrNotFound) || errors.Is(err, deadletter.ErrNoMatch) || errors.Is(err, deadletter.ErrWrongStatus) {
+	if err == nil || errors.Is(err, deadletter.ErrNotFound) || errors.Is(err, deadletter.ErrNoMatch) ||
+		errors.Is(err, deadletter.ErrWrongStatus) || errors.Is(err, deadletter.ErrCountChanged) {
 		return err
 	}
 	return dialect.Wrap(err, fmt.Sprintf("%s dead letters", action))
@@ -286,12 +300,20 @@ func wrapAction(action string, err error) error {
 
 // filter resolves a Filter's queue and partition numbers to partition ids.
 func (a *DeadLetters) filter(ctx context.Context, f deadletter.Filter) (map[int64]dialect.PartitionInfo, dialect.DeadLetterFilter, error) {
-	df := dialect.DeadLetterFilter{PayloadType: f.PayloadType, FailedFrom: f.FailedFrom, FailedTo: f.FailedTo}
+	if err := f.Validate(); err != nil {
+		return nil, dialect.DeadLetterFilter{}, err
+	}
+	df := dialect.DeadLetterFilter{PayloadType: f.PayloadType, FailedFrom: f.FailedFrom, FailedTo: f.FailedTo,
+		ErrorText: f.ErrorContains, MaxID: f.MaxID}
 	for _, s := range f.Statuses {
 		df.Statuses = append(df.Statuses, string(s))
 	}
-	if f.Queue == "" && len(f.Partitions) > 0 {
-		return nil, df, fmt.Errorf("%w: partitions need a queue", deadletter.ErrInvalidSelection)
+	if len(f.Headers) > 0 {
+		h, err := json.Marshal(f.Headers)
+		if err != nil {
+			return nil, df, fmt.Errorf("%w: headers: %w", deadletter.ErrInvalidSelection, err)
+		}
+		df.Headers = h
 	}
 	parts, err := a.partitions(ctx, f.Queue)
 	if err != nil {

@@ -30,7 +30,28 @@ var (
 	// be being delivered right now; act again once the delivery ends (or
 	// its lease expires).
 	ErrPartitionBusy = errors.New("seqbox: partition's head is being delivered now")
+	// ErrStateChanged: an action made conditional with IfUnchanged found
+	// the partition in another state than the one shown (another operator
+	// acted, or the head was delivered or failed again since).
+	ErrStateChanged = errors.New("seqbox: partition changed since it was shown")
 )
+
+// ActionOption qualifies a partition action.
+type ActionOption func(*actionOptions)
+
+type actionOptions struct {
+	unchanged *PartitionState
+}
+
+// IfUnchanged makes an action conditional on the state an operator was
+// shown (from State or Failing): under the partition's row lock, if its
+// state, head seq or attempts differ from shown, the action changes
+// nothing and returns a *PartitionError with ErrStateChanged. Of two
+// operators acting on what they both saw, one acts; the other learns
+// what changed.
+func IfUnchanged(shown PartitionState) ActionOption {
+	return func(o *actionOptions) { o.unchanged = &shown }
+}
 
 // errNothingToSkip is Skip's refusal of a partition neither parked nor
 // retrying. It matches ErrNotParked, which Skip returned before it took
@@ -221,9 +242,9 @@ func (a *Partitions) Parked(ctx context.Context, queue string) ([]Parked, error)
 // Resume retries a parked partition's head now: the mark, the attempt
 // count and the error are cleared, and the head gets MaxAttempts fresh
 // attempts. It returns the partition as it was parked.
-func (a *Partitions) Resume(ctx context.Context, queue string, partition int) (Parked, error) {
+func (a *Partitions) Resume(ctx context.Context, queue string, partition int, opts ...ActionOption) (Parked, error) {
 	var was Parked
-	pid, err := a.act(ctx, queue, partition, ActionResume, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
+	pid, err := a.act(ctx, queue, partition, ActionResume, opts, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
 		was = parkedOf(queue, partition, p)
 		u := dialect.ProcessorFailure(p.ID, "", p.ProcessedSeq, 0, "", 0, nil)
 		u.Conn = tx
@@ -244,9 +265,9 @@ func (a *Partitions) Resume(ctx context.Context, queue string, partition int) (P
 // refuses, changing nothing, a partition that is not retrying
 // (ErrNotRetrying; Resume retries a parked one) or whose head may be being
 // delivered now (ErrPartitionBusy), each in a *PartitionError.
-func (a *Partitions) RetryNow(ctx context.Context, queue string, partition int) (PartitionState, error) {
+func (a *Partitions) RetryNow(ctx context.Context, queue string, partition int, opts ...ActionOption) (PartitionState, error) {
 	var was PartitionState
-	pid, err := a.act(ctx, queue, partition, ActionRetry, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
+	pid, err := a.act(ctx, queue, partition, ActionRetry, opts, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
 		was = partitionState(queue, partition, p)
 		// No retry delay: next_attempt_at is cleared, the rest kept.
 		u := dialect.ProcessorFailure(p.ID, "", p.ProcessedSeq, p.Attempts, p.LastError, 0, nil)
@@ -270,9 +291,9 @@ func (a *Partitions) RetryNow(ctx context.Context, queue string, partition int) 
 // neither parked nor retrying (an error matching both ErrNotParked and
 // ErrNotRetrying) or whose head may be being delivered now
 // (ErrPartitionBusy), each in a *PartitionError.
-func (a *Partitions) Skip(ctx context.Context, queue string, partition int) (Skipped, error) {
+func (a *Partitions) Skip(ctx context.Context, queue string, partition int, opts ...ActionOption) (Skipped, error) {
 	var out Skipped
-	pid, err := a.act(ctx, queue, partition, ActionSkip, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
+	pid, err := a.act(ctx, queue, partition, ActionSkip, opts, func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error {
 		st := partitionState(queue, partition, p)
 		out = Skipped{Parked: parkedOf(queue, partition, p), State: st.State}
 		head, err := a.s.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: tx, PartitionID: p.ID, AfterSeq: p.ProcessedSeq, Limit: 1})
@@ -301,8 +322,15 @@ func (a *Partitions) Skip(ctx context.Context, queue string, partition int) (Ski
 // when PartitionState.Check allows action there. Of two operators acting
 // on one partition, the second waits for the first and then checks the
 // row as the first left it.
-func (a *Partitions) act(ctx context.Context, queue string, partition int, action string,
+func (a *Partitions) act(ctx context.Context, queue string, partition int, action string, opts []ActionOption,
 	fn func(ctx context.Context, tx bun.Tx, p dialect.ProcessorAdminState) error) (int64, error) {
+	var o actionOptions
+	for _, opt := range opts {
+		if opt == nil {
+			return 0, &PartitionError{Queue: queue, Partition: partition, Action: action, Err: errors.New("nil ActionOption")}
+		}
+		opt(&o)
+	}
 	pid, err := a.partitionID(ctx, queue, partition, action)
 	if err != nil {
 		return 0, err
@@ -317,7 +345,13 @@ func (a *Partitions) act(ctx context.Context, queue string, partition int, actio
 		}
 		p := res.State
 		p.ID = pid
-		if err := partitionState(queue, partition, p).Check(action); err != nil {
+		now := partitionState(queue, partition, p)
+		if was := o.unchanged; was != nil && (was.State != now.State || was.HeadSeq != now.HeadSeq || was.Attempts != now.Attempts) {
+			return &PartitionError{Queue: queue, Partition: partition, Action: action, Err: fmt.Errorf(
+				"%w (shown: %s, head seq %d, %d attempts; now: %s, head seq %d, %d attempts)", ErrStateChanged,
+				was.State, was.HeadSeq, was.Attempts, now.State, now.HeadSeq, now.Attempts)}
+		}
+		if err := now.Check(action); err != nil {
 			return err
 		}
 		return fn(ctx, tx, p)

@@ -195,8 +195,9 @@ type Dialect interface {
 	// DeadLetterList lists the letters a filter matches in id order, on
 	// params.Conn (the database when nil), locking them there with Lock.
 	DeadLetterList(ctx context.Context, params *DeadLetterListParams) ([]DeadLetterRecord, error)
-	// DeadLetterTally counts the letters a filter matches, by status.
-	DeadLetterTally(ctx context.Context, params *DeadLetterTallyParams) (map[string]int64, error)
+	// DeadLetterTally counts the letters a filter matches, by status, and
+	// reads the highest id among them.
+	DeadLetterTally(ctx context.Context, params *DeadLetterTallyParams) (DeadLetterTally, error)
 	// DeadLetterUpdate moves the letters still in From to To on
 	// params.Conn and returns how many moved.
 	DeadLetterUpdate(ctx context.Context, params *DeadLetterUpdateParams) (int, error)

@@ -32,6 +32,16 @@ type DeadLetterFilter struct {
 	FailedFrom   time.Time // inclusive; zero: unbounded
 	FailedTo     time.Time // exclusive; zero: unbounded
 	CompletedTo  time.Time // completed_at before it (purge); zero: unbounded
+	// ErrorText matches letters whose last error contains it, byte for
+	// byte (case-sensitive on every database); "": any.
+	ErrorText string
+	// Headers is a JSON object of headers that must all match exactly;
+	// nil: any.
+	Headers []byte
+	// MaxID bounds ids from above (inclusive); 0: unbounded. A bulk action
+	// confirmed after a preview passes the preview's highest id, so it
+	// acts on no letter that arrived after the count it showed.
+	MaxID int64
 }
 
 // DeadLetterListParams lists dead letters in id order.
@@ -70,6 +80,13 @@ type DeadLetterRecord struct {
 // DeadLetterTallyParams counts the dead letters a filter matches, by status.
 type DeadLetterTallyParams struct {
 	Filter DeadLetterFilter
+}
+
+// DeadLetterTally is what DeadLetterTally read: the count of each status
+// that has letters, and the highest id among them (0: none).
+type DeadLetterTally struct {
+	ByStatus map[string]int64
+	MaxID    int64
 }
 
 // DeadLetterUpdateParams moves letters from one status to another on

@@ -113,8 +113,8 @@ func (h *handler) failStatus(w http.ResponseWriter, r *http.Request, status int,
 }
 
 // act runs an action: read-only refused, then the partition found, the
-// CSRF token checked, the state shown compared with the state now, and the
-// action taken with the API's own check under the partition's row lock.
+// CSRF token checked, and the action taken conditional on the state the
+// page showed, which the API compares under the partition's row lock.
 func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	action := r.PathValue("action")
 	queue := r.PathValue("queue")
@@ -150,27 +150,22 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusBadRequest, "the form lacks the state it was shown (state, head_seq, attempts)")
 		return
 	}
-	was := shown{seqbox.State(r.PostFormValue("state")), headSeq, attempts}
-	now := shown{ps.State, ps.HeadSeq, ps.Attempts}
-	if was != now {
-		outcome := fmt.Sprintf("not done: the partition changed since the page was shown (shown: %s; now: %s)", was, now)
-		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
-		p.Outcome, p.Changed = outcome, true
-		h.render(w, r, http.StatusConflict, "partition", title(ps), p)
-		return
-	}
+	// The API compares what the page showed with the partition under its
+	// row lock: of two operators acting on one page, one acts, the other
+	// is told what changed (ErrStateChanged).
+	was := seqbox.IfUnchanged(seqbox.PartitionState{State: seqbox.State(r.PostFormValue("state")), HeadSeq: headSeq, Attempts: attempts})
 	parts := h.admin.Partitions()
 	var done string
 	switch action {
 	case seqbox.ActionResume:
-		_, err = parts.Resume(r.Context(), queue, ps.Partition)
+		_, err = parts.Resume(r.Context(), queue, ps.Partition, was)
 		done = "resumed: the head is retried now"
 	case seqbox.ActionRetry:
-		_, err = parts.RetryNow(r.Context(), queue, ps.Partition)
+		_, err = parts.RetryNow(r.Context(), queue, ps.Partition, was)
 		done = "retried now"
 	case seqbox.ActionSkip:
 		var sk seqbox.Skipped
-		sk, err = parts.Skip(r.Context(), queue, ps.Partition)
+		sk, err = parts.Skip(r.Context(), queue, ps.Partition, was)
 		done = fmt.Sprintf("skipped: head seq %d went to dead letters as message %s", sk.HeadSeq, sk.MessageID.String())
 	}
 	var pe *seqbox.PartitionError

@@ -337,7 +337,7 @@ func testUI(t *testing.T, e *env) {
 		stale.Set("attempts", "1")
 		code, body = do(t, e.h, "POST", parked+"/resume", stale)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: the partition changed")
+		require.Contains(t, body, "not done: seqbox: partition changed since it was shown")
 
 		ro, err := ui.New(e.admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
@@ -396,9 +396,9 @@ func testUI(t *testing.T, e *env) {
 		// A second operator, shown the same page, is told what happened.
 		code, body = do(t, e.h, "POST", parked+"/skip", f)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: the partition changed since the page was shown (shown: parked")
+		require.Contains(t, body, "not done: seqbox: partition changed since it was shown (shown: parked")
 		require.Contains(t, e.logs.String(), `"action":"skip"`)
-		require.Contains(t, e.logs.String(), `"outcome":"not done: the partition changed`)
+		require.Contains(t, e.logs.String(), `"outcome":"not done: seqbox: partition changed since it was shown`)
 
 		_, body = do(t, e.h, "GET", "/", nil)
 		require.Contains(t, body, `<span class="dl">pending 1</span>`)

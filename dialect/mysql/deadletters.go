@@ -19,6 +19,8 @@ import (
 //	AND (?message_id IS NULL OR message_id = ?message_id)
 //	AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 //	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+//	AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+//	AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 
 // deadLetterSQL is the operators' dead-letter actions (deadletter.Admin).
 // The locking forms wait (FOR UPDATE, no SKIP LOCKED): an operator's
@@ -32,6 +34,8 @@ AND (?any_status = 1 OR status IN (?statuses)) AND (?payload_type = '' OR payloa
 AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 AND (?completed_to IS NULL OR completed_at < ?completed_to)
+AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit`),
 	ListLock: kit.Inline(`SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,
 failed_at, last_error, attempts, status, note, completed_at, replay_id FROM {dead_letters}
@@ -41,6 +45,8 @@ AND (?any_status = 1 OR status IN (?statuses)) AND (?payload_type = '' OR payloa
 AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 AND (?completed_to IS NULL OR completed_at < ?completed_to)
+AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit FOR UPDATE`),
 	IDs: kit.Inline(`SELECT id, status FROM {dead_letters}
 WHERE ?none = 0
@@ -49,6 +55,8 @@ AND (?any_status = 1 OR status IN (?statuses)) AND (?payload_type = '' OR payloa
 AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 AND (?completed_to IS NULL OR completed_at < ?completed_to)
+AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit`),
 	IDsLock: kit.Inline(`SELECT id, status FROM {dead_letters}
 WHERE ?none = 0
@@ -57,14 +65,18 @@ AND (?any_status = 1 OR status IN (?statuses)) AND (?payload_type = '' OR payloa
 AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 AND (?completed_to IS NULL OR completed_at < ?completed_to)
+AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit FOR UPDATE`),
-	Tally: kit.Inline(`SELECT status, COUNT(*) AS n FROM {dead_letters}
+	Tally: kit.Inline(`SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM {dead_letters}
 WHERE ?none = 0
 AND (?any_id = 1 OR id IN (?ids)) AND (?any_partition = 1 OR partition_id IN (?pids))
 AND (?any_status = 1 OR status IN (?statuses)) AND (?payload_type = '' OR payload_type = ?payload_type)
 AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= ?failed_from) AND (?failed_to IS NULL OR failed_at < ?failed_to)
 AND (?completed_to IS NULL OR completed_at < ?completed_to)
+AND (?error_text = '' OR LOCATE(CAST(?error_text AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND (?headers IS NULL OR JSON_CONTAINS(headers, ?headers)) AND (?max_id = 0 OR id <= ?max_id)
 GROUP BY status`),
 	// Conditioned on the status read under the lock: of two operators one wins.
 	SetStatus: kit.Inline(`UPDATE {dead_letters} SET status = ?to, note = COALESCE(?note, note),
@@ -83,7 +95,7 @@ func (d *mysqlDialect) DeadLetterList(ctx context.Context, p *dialect.DeadLetter
 }
 
 // DeadLetterTally counts the letters a filter matches, by status.
-func (d *mysqlDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (map[string]int64, error) {
+func (d *mysqlDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (dialect.DeadLetterTally, error) {
 	return deadLetterSQL.Count(ctx, d.Runner, p)
 }
 

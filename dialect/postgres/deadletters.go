@@ -21,6 +21,9 @@ import (
 //	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 //	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 //	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+//	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+//	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+//	AND (?max_id = 0 OR id <= ?max_id)
 //
 // The locking reads wait (FOR NO KEY UPDATE): an operator's action queues
 // behind another's, then sees the rows as that one left them.
@@ -39,6 +42,9 @@ WHERE ?none = 0
 	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+	AND (?max_id = 0 OR id <= ?max_id)
 	AND id > ?after
 ORDER BY id LIMIT ?limit`),
 	ListLock: kit.Inline(`SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,
@@ -53,6 +59,9 @@ WHERE ?none = 0
 	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+	AND (?max_id = 0 OR id <= ?max_id)
 	AND id > ?after
 ORDER BY id LIMIT ?limit FOR NO KEY UPDATE`),
 	IDs: kit.Inline(`SELECT id, status FROM {dead_letters}
@@ -65,6 +74,9 @@ WHERE ?none = 0
 	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+	AND (?max_id = 0 OR id <= ?max_id)
 	AND id > ?after
 ORDER BY id LIMIT ?limit`),
 	IDsLock: kit.Inline(`SELECT id, status FROM {dead_letters}
@@ -77,9 +89,12 @@ WHERE ?none = 0
 	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+	AND (?max_id = 0 OR id <= ?max_id)
 	AND id > ?after
 ORDER BY id LIMIT ?limit FOR NO KEY UPDATE`),
-	Tally: kit.Inline(`SELECT status, COUNT(*) AS n FROM {dead_letters}
+	Tally: kit.Inline(`SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM {dead_letters}
 WHERE ?none = 0
 	AND (?any_id = 1 OR id IN (?ids))
 	AND (?any_partition = 1 OR partition_id IN (?pids))
@@ -89,6 +104,9 @@ WHERE ?none = 0
 	AND (?failed_from IS NULL OR failed_at >= ?failed_from)
 	AND (?failed_to IS NULL OR failed_at < ?failed_to)
 	AND (?completed_to IS NULL OR completed_at < ?completed_to)
+	AND (?error_text = '' OR strpos(last_error, ?error_text) > 0)
+	AND (?headers IS NULL OR headers::jsonb @> CAST(?headers AS jsonb))
+	AND (?max_id = 0 OR id <= ?max_id)
 GROUP BY status`),
 	// Conditioned on the status read under the lock: of two operators one wins.
 	SetStatus: kit.Inline(`UPDATE {dead_letters} SET status = ?to, note = COALESCE(?note, note),
@@ -106,7 +124,7 @@ func (d *pgDialect) DeadLetterList(ctx context.Context, p *dialect.DeadLetterLis
 }
 
 // DeadLetterTally counts the letters a filter matches, by status.
-func (d *pgDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (map[string]int64, error) {
+func (d *pgDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (dialect.DeadLetterTally, error) {
 	return deadLetterSQL.Count(ctx, d.Runner, p)
 }
 

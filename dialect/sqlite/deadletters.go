@@ -25,6 +25,10 @@ AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', ?failed_from))
 AND (?failed_to IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', ?failed_to))
 AND (?completed_to IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', ?completed_to))
+AND (?error_text = '' OR instr(last_error, ?error_text) > 0)
+AND (?headers IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit`
 	deadLetterIDs = `SELECT id, status FROM {dead_letters}
 WHERE ?none = 0
@@ -36,6 +40,10 @@ AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', ?failed_from))
 AND (?failed_to IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', ?failed_to))
 AND (?completed_to IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', ?completed_to))
+AND (?error_text = '' OR instr(last_error, ?error_text) > 0)
+AND (?headers IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (?max_id = 0 OR id <= ?max_id)
 AND id > ?after ORDER BY id LIMIT ?limit`
 )
 
@@ -44,7 +52,7 @@ var deadLetterSQL = kit.DeadLetterSQL{
 	ListLock: kit.Inline(deadLetterList),
 	IDs:      kit.Inline(deadLetterIDs),
 	IDsLock:  kit.Inline(deadLetterIDs),
-	Tally: kit.Inline(`SELECT status, COUNT(*) AS n FROM {dead_letters}
+	Tally: kit.Inline(`SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM {dead_letters}
 WHERE ?none = 0
 AND (?any_id = 1 OR id IN (?ids))
 AND (?any_partition = 1 OR partition_id IN (?pids))
@@ -54,6 +62,10 @@ AND (?message_id IS NULL OR message_id = ?message_id)
 AND (?failed_from IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', ?failed_from))
 AND (?failed_to IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', ?failed_to))
 AND (?completed_to IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', ?completed_to))
+AND (?error_text = '' OR instr(last_error, ?error_text) > 0)
+AND (?headers IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (?max_id = 0 OR id <= ?max_id)
 GROUP BY status`),
 	// Conditioned on the status read before: of two operators one wins.
 	SetStatus: kit.Inline(`UPDATE {dead_letters} SET status = ?to, note = COALESCE(?note, note),
@@ -71,7 +83,7 @@ func (d *sqliteDialect) DeadLetterList(ctx context.Context, p *dialect.DeadLette
 }
 
 // DeadLetterTally counts the letters a filter matches, by status.
-func (d *sqliteDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (map[string]int64, error) {
+func (d *sqliteDialect) DeadLetterTally(ctx context.Context, p *dialect.DeadLetterTallyParams) (dialect.DeadLetterTally, error) {
 	return deadLetterSQL.Count(ctx, d.Runner, p)
 }
 

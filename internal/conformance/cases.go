@@ -24,6 +24,7 @@ func Cases() []Case {
 		{"DeadLetterActions", testDeadLetterActions},
 		{"DeadLetterOperatorsRace", testDeadLetterOperatorsRace}, // 3
 		{"DeadLetterIDs", testDeadLetterIDs},
+		{"DeadLetterBulkConditional", testDeadLetterBulkConditional},
 		{"MaxAttemptsDeadLetters", testMaxAttemptsDeadLetters},           // 3
 		{"ParkStopsPartitionAndResume", testParkStopsPartitionAndResume}, // 2
 		{"ParkSkip", testParkSkip},                                       // 2
@@ -34,7 +35,8 @@ func Cases() []Case {
 		{"PartitionSkipRetrying", testPartitionSkipRetrying},                   // 2
 		{"PartitionBusyRefused", testPartitionBusyRefused},                     // 3
 		{"PartitionAdminWaitsForDelivery", testPartitionAdminWaitsForDelivery}, // 3
-		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware},         // 3, 6
+		{"PartitionConditionalAndMessages", testPartitionConditionalAndMessages},
+		{"TypedHandlersAndMiddleware", testTypedHandlersAndMiddleware}, // 3, 6
 		{"DeliveryKey", testDeliveryKey},
 		{"DedupKeys", testDedupKeys}, // 1, 6
 		{"DedupRace", testDedupRace},

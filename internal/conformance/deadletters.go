@@ -292,3 +292,62 @@ func testDeadLetterIDs(e *Env) {
 	}
 	require.ElementsMatch(e.T, all, listed, "the admin lists the letters by the ids returned")
 }
+
+// testDeadLetterBulkConditional: a bulk action by a filter on error text
+// and headers, bounded by the highest id a tally counted and conditional
+// on its count, acts on exactly what was counted: not on a letter that
+// arrived after the count, and not at all when the count changed.
+func testDeadLetterBulkConditional(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("bulk", 2, rejectBad(rec, &fixed, nil)))
+	enqueueEach(e, ob, "bulk", 0, "t", "bad<1>", "ok", "bad<2>")
+	enqueueEach(e, ob, "bulk", 1, "t", "bad<3>", "other")
+	dl := ob.DeadLetters()
+	f := deadletter.Filter{Queue: "bulk", ErrorContains: "handle bad<", Headers: map[string]string{"origin": "bad<1>"}}
+	t1, err := dl.Tally(e.Ctx, f)
+	require.NoError(e.T, err)
+	require.Equal(e.T, int64(1), t1.Total, "one letter has that error and header")
+	f.Headers = nil
+	tally, err := dl.Tally(e.Ctx, f)
+	require.NoError(e.T, err)
+	require.Equal(e.T, map[deadletter.Status]int64{deadletter.StatusPending: 3}, tally.ByStatus)
+	require.Equal(e.T, int64(3), tally.Total)
+	none, err := dl.Tally(e.Ctx, deadletter.Filter{ErrorContains: "HANDLE"})
+	require.NoError(e.T, err)
+	require.Zero(e.T, none.Total, "error text matches case-sensitively")
+	require.Zero(e.T, none.MaxID)
+
+	// Counted: 3. Another letter arrives before the operator confirms.
+	enqueueEach(e, ob, "bulk", 1, "t", "bad<4>")
+	f.MaxID = tally.MaxID
+	sel := deadletter.Matching(f).Expecting(int(tally.Total))
+	_, err = dl.Resolve(e.Ctx, deadletter.Matching(f).Expecting(2), "stale count")
+	var ce *deadletter.CountError
+	require.ErrorAs(e.T, err, &ce)
+	require.ErrorIs(e.T, err, deadletter.ErrCountChanged)
+	require.Equal(e.T, 2, ce.Expected)
+	require.Equal(e.T, 3, ce.Found)
+
+	fixed.Store(true)
+	changed, err := dl.Replay(e.Ctx, sel)
+	require.NoError(e.T, err)
+	require.Len(e.T, changed.IDs, 3, "the letter that arrived after the count is not replayed")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, changed.ReplayIDs...))
+	_, err = dl.Replay(e.Ctx, sel)
+	require.ErrorIs(e.T, err, deadletter.ErrCountChanged, "the second operator confirming the same count changes nothing")
+	after, err := dl.Count(e.Ctx, deadletter.Filter{Queue: "bulk", Statuses: []deadletter.Status{deadletter.StatusPending}})
+	require.NoError(e.T, err)
+	require.Equal(e.T, map[deadletter.Status]int64{deadletter.StatusPending: 1}, after, "bad<4> is still pending")
+
+	for _, bad := range []deadletter.Filter{
+		{ErrorContains: "nul\x00"}, {ErrorContains: "\xff"}, {Headers: map[string]string{"": "v"}},
+		{Headers: map[string]string{"k": "v\x00"}}, {MaxID: -1}, {Partitions: []int{0}},
+		{Statuses: []deadletter.Status{"gone"}}, {FailedFrom: time.Unix(10, 0), FailedTo: time.Unix(5, 0)},
+	} {
+		_, err := dl.Count(e.Ctx, bad)
+		require.ErrorIs(e.T, err, deadletter.ErrInvalidSelection, "%+v", bad)
+		_, err = dl.Discard(e.Ctx, deadletter.Matching(bad), "x")
+		require.ErrorIs(e.T, err, deadletter.ErrInvalidSelection, "%+v", bad)
+	}
+}

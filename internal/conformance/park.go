@@ -500,3 +500,67 @@ func testPartitionAdminWaitsForDelivery(e *Env) {
 	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
 	require.Equal(e.T, int32(2), calls.Load())
 }
+
+// testPartitionConditionalAndMessages: Messages lists a parked
+// partition's head and what waits behind it, in seq order; an action made
+// conditional on a state that is no longer the partition's changes
+// nothing (ErrStateChanged), and on the current state it acts.
+func testPartitionConditionalAndMessages(e *Env) {
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue("cond", 1, failBad(rec, &fixed), parkOptions()...))
+	ids := make([]outbox.MessageID, 0, 4)
+	for _, p := range []string{"a", "bad", "b", "c"} {
+		id, err := ob.Enqueue(e.Ctx, e.DB, "cond", outbox.Message{Key: "k-" + p, PayloadType: "t", Payload: []byte(p),
+			Headers: map[string]string{"p": p}})
+		require.NoError(e.T, err)
+		ids = append(ids, id)
+	}
+	admin := ob.Partitions()
+	waitParked(e, admin, "cond", 0)
+	msgs, err := admin.Messages(e.Ctx, "cond", 0, 0)
+	require.NoError(e.T, err)
+	require.Len(e.T, msgs, 3, "the head and the two behind it; a was delivered")
+	for i, m := range msgs {
+		p := []string{"bad", "b", "c"}[i]
+		require.Equal(e.T, int64(i+2), m.Seq)
+		require.Equal(e.T, ids[i+1], m.ID)
+		require.Equal(e.T, p, string(m.Payload))
+		require.Equal(e.T, "k-"+p, m.Key)
+		require.Equal(e.T, map[string]string{"p": p}, m.Headers)
+		require.False(e.T, m.EnqueuedAt.IsZero())
+	}
+	two, err := admin.Messages(e.Ctx, "cond", 0, 2)
+	require.NoError(e.T, err)
+	require.Equal(e.T, msgs[:2], two)
+	_, err = admin.Messages(e.Ctx, "cond", 5, 2)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
+
+	shown, err := admin.State(e.Ctx, "cond", 0)
+	require.NoError(e.T, err)
+	stale := shown
+	stale.Attempts--
+	_, err = admin.Resume(e.Ctx, "cond", 0, seqbox.IfUnchanged(stale))
+	require.ErrorIs(e.T, err, seqbox.ErrStateChanged)
+	require.Equal(e.T, seqbox.StateParked, mustState(e, admin, "cond", 0).State, "a refused action changes nothing")
+	_, err = admin.Skip(e.Ctx, "cond", 0, nil)
+	require.Error(e.T, err, "a nil option is refused")
+	require.Equal(e.T, seqbox.StateParked, mustState(e, admin, "cond", 0).State)
+
+	fixed.Store(true)
+	_, err = admin.Resume(e.Ctx, "cond", 0, seqbox.IfUnchanged(shown))
+	require.NoError(e.T, err)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
+	require.Equal(e.T, ids, rec.IDs("cond", 0))
+	_, err = admin.Resume(e.Ctx, "cond", 0, seqbox.IfUnchanged(shown))
+	require.ErrorIs(e.T, err, seqbox.ErrStateChanged, "the second operator, who saw the same page, learns it changed")
+	msgs, err = admin.Messages(e.Ctx, "cond", 0, 0)
+	require.NoError(e.T, err)
+	require.Empty(e.T, msgs)
+}
+
+func mustState(e *Env, admin *seqbox.Partitions, queue string, partition int) seqbox.PartitionState {
+	s, err := admin.State(e.Ctx, queue, partition)
+	require.NoError(e.T, err)
+	return s
+}

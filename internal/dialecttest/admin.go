@@ -2,6 +2,7 @@ package dialecttest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -20,13 +21,16 @@ func testDeadLetters(t *testing.T, open Open) {
 	pids := e.queue(2)
 	ids := e.sequenced(3, pids...)
 	// Six letters: partition 0 seqs 1..3 (types a, b, a), partition 1 seqs
-	// 1..3 (types b, a, b).
+	// 1..3 (types b, a, b); each partition's errors are "db timeout",
+	// "Timeout on <b>", "refused" and its header tenant is t0 or t1.
 	var letters []dialect.DeadLetter
 	for k, pid := range pids {
 		dls := make([]dialect.DeadLetter, 3)
 		for i := range dls {
 			typ := []string{"a", "b"}[(i+k)%2]
 			dls[i] = deadLetter(pid, int64(i+1), ids[pid][i], typ)
+			dls[i].LastError = []string{"db timeout", "Timeout on <b>", "refused"}[i]
+			dls[i].Headers = fmt.Appendf(nil, `{"h":"v","tenant":"t%d"}`, k)
 		}
 		require.True(t, e.lease(pid, "o", 3).Leased)
 		require.NoError(t, e.d.ProcessorAck(e.ctx, dialect.ProcessorAdvance(pid, "o", 3, dls)))
@@ -57,7 +61,7 @@ func testDeadLetters(t *testing.T, open Open) {
 		require.True(t, slices.IsSorted(got), "in id order")
 		return got
 	}
-	tally := func(f dialect.DeadLetterFilter) map[string]int64 {
+	tally := func(f dialect.DeadLetterFilter) dialect.DeadLetterTally {
 		out, err := e.d.DeadLetterTally(e.ctx, &dialect.DeadLetterTallyParams{Filter: f})
 		require.NoError(t, err)
 		return out
@@ -90,6 +94,15 @@ func testDeadLetters(t *testing.T, open Open) {
 		{"Combined", dialect.DeadLetterFilter{IDs: all, PartitionIDs: pids, Statuses: []string{dialect.DeadLetterPending},
 			PayloadType: "a", FailedFrom: day(2), FailedTo: day(6)}, pick(2), map[string]int64{"pending": 1}},
 		{"CombinedNone", dialect.DeadLetterFilter{PartitionIDs: pids[:1], MessageID: &mid}, pick(), map[string]int64{}},
+		{"ErrorText", dialect.DeadLetterFilter{ErrorText: "timeout"}, pick(0, 3), map[string]int64{"pending": 2}},
+		{"ErrorTextCase", dialect.DeadLetterFilter{ErrorText: "Timeout"}, pick(1, 4), map[string]int64{"pending": 1, "discarded": 1}},
+		{"ErrorTextMarkup", dialect.DeadLetterFilter{ErrorText: "on <b>"}, pick(1, 4), map[string]int64{"pending": 1, "discarded": 1}},
+		{"ErrorTextNone", dialect.DeadLetterFilter{ErrorText: "TIMEOUT"}, pick(), map[string]int64{}},
+		{"Header", dialect.DeadLetterFilter{Headers: []byte(`{"tenant":"t1"}`)}, pick(3, 4, 5), map[string]int64{"pending": 1, "discarded": 1, "resolved": 1}},
+		{"Headers", dialect.DeadLetterFilter{Headers: []byte(`{"tenant":"t0","h":"v"}`)}, pick(0, 1, 2), map[string]int64{"pending": 3}},
+		{"HeadersNone", dialect.DeadLetterFilter{Headers: []byte(`{"tenant":"t0","h":"x"}`)}, pick(), map[string]int64{}},
+		{"MaxID", dialect.DeadLetterFilter{MaxID: all[2]}, pick(0, 1, 2), map[string]int64{"pending": 3}},
+		{"CombinedNew", dialect.DeadLetterFilter{ErrorText: "timeout", Headers: []byte(`{"tenant":"t1"}`), MaxID: all[3]}, pick(3), map[string]int64{"pending": 1}},
 	}
 	t.Run("ListAndTally", func(t *testing.T) {
 		e := e.with(t)
@@ -97,7 +110,13 @@ func testDeadLetters(t *testing.T, open Open) {
 			for _, c := range cases {
 				require.Equal(t, c.want, list(dialect.DeadLetterListParams{Filter: c.f}), "list %s", c.name)
 				require.Equal(t, c.want, list(dialect.DeadLetterListParams{Filter: c.f, IDsOnly: true}), "ids only %s", c.name)
-				require.Equal(t, c.tally, tally(c.f), "tally %s", c.name)
+				got := tally(c.f)
+				require.Equal(t, c.tally, got.ByStatus, "tally %s", c.name)
+				wantMax := int64(0)
+				if len(c.want) > 0 {
+					wantMax = c.want[len(c.want)-1]
+				}
+				require.Equal(t, wantMax, got.MaxID, "tally's highest id %s", c.name)
 			}
 		})
 	})

@@ -203,6 +203,8 @@ AND (1 = 1 OR status IN ('pending')) AND ('order.created' = '' OR payload_type =
 AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00') AND (NULL IS NULL OR failed_at < NULL)
 AND (NULL IS NULL OR completed_at < NULL)
+AND ('timeout' = '' OR LOCATE(CAST('timeout' AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND ('{"tenant":"acme"}' IS NULL OR JSON_CONTAINS(headers, '{"tenant":"acme"}')) AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.ListLock (inlined)
@@ -214,6 +216,8 @@ AND (1 = 1 OR status IN ('pending')) AND ('order.created' = '' OR payload_type =
 AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00') AND (NULL IS NULL OR failed_at < NULL)
 AND (NULL IS NULL OR completed_at < NULL)
+AND ('timeout' = '' OR LOCATE(CAST('timeout' AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND ('{"tenant":"acme"}' IS NULL OR JSON_CONTAINS(headers, '{"tenant":"acme"}')) AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100 FOR UPDATE;
 
 -- DeadLetterSQL.IDs (inlined)
@@ -224,6 +228,8 @@ AND (1 = 1 OR status IN ('pending')) AND ('order.created' = '' OR payload_type =
 AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00') AND (NULL IS NULL OR failed_at < NULL)
 AND (NULL IS NULL OR completed_at < NULL)
+AND ('timeout' = '' OR LOCATE(CAST('timeout' AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND ('{"tenant":"acme"}' IS NULL OR JSON_CONTAINS(headers, '{"tenant":"acme"}')) AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.IDsLock (inlined)
@@ -234,6 +240,8 @@ AND (1 = 1 OR status IN ('pending')) AND ('order.created' = '' OR payload_type =
 AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00') AND (NULL IS NULL OR failed_at < NULL)
 AND (NULL IS NULL OR completed_at < NULL)
+AND ('timeout' = '' OR LOCATE(CAST('timeout' AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND ('{"tenant":"acme"}' IS NULL OR JSON_CONTAINS(headers, '{"tenant":"acme"}')) AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100 FOR UPDATE;
 
 -- DeadLetterSQL.Tally (inlined)
@@ -244,6 +252,8 @@ AND (1 = 1 OR status IN ('pending')) AND ('order.created' = '' OR payload_type =
 AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00') AND (NULL IS NULL OR failed_at < NULL)
 AND (NULL IS NULL OR completed_at < NULL)
+AND ('timeout' = '' OR LOCATE(CAST('timeout' AS BINARY), CAST(last_error AS BINARY)) > 0)
+AND ('{"tenant":"acme"}' IS NULL OR JSON_CONTAINS(headers, '{"tenant":"acme"}')) AND (9000 = 0 OR id <= 9000)
 GROUP BY status;
 
 -- DeadLetterSQL.SetStatus (inlined)

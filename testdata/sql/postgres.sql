@@ -292,6 +292,9 @@ WHERE 0 = 0
 	AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00+00:00')
 	AND (NULL IS NULL OR failed_at < NULL)
 	AND (NULL IS NULL OR completed_at < NULL)
+	AND ('timeout' = '' OR strpos(last_error, 'timeout') > 0)
+	AND ('{"tenant":"acme"}' IS NULL OR headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb))
+	AND (9000 = 0 OR id <= 9000)
 	AND id > 41
 ORDER BY id LIMIT 100;
 
@@ -308,6 +311,9 @@ WHERE 0 = 0
 	AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00+00:00')
 	AND (NULL IS NULL OR failed_at < NULL)
 	AND (NULL IS NULL OR completed_at < NULL)
+	AND ('timeout' = '' OR strpos(last_error, 'timeout') > 0)
+	AND ('{"tenant":"acme"}' IS NULL OR headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb))
+	AND (9000 = 0 OR id <= 9000)
 	AND id > 41
 ORDER BY id LIMIT 100 FOR NO KEY UPDATE;
 
@@ -322,6 +328,9 @@ WHERE 0 = 0
 	AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00+00:00')
 	AND (NULL IS NULL OR failed_at < NULL)
 	AND (NULL IS NULL OR completed_at < NULL)
+	AND ('timeout' = '' OR strpos(last_error, 'timeout') > 0)
+	AND ('{"tenant":"acme"}' IS NULL OR headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb))
+	AND (9000 = 0 OR id <= 9000)
 	AND id > 41
 ORDER BY id LIMIT 100;
 
@@ -336,6 +345,9 @@ WHERE 0 = 0
 	AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00+00:00')
 	AND (NULL IS NULL OR failed_at < NULL)
 	AND (NULL IS NULL OR completed_at < NULL)
+	AND ('timeout' = '' OR strpos(last_error, 'timeout') > 0)
+	AND ('{"tenant":"acme"}' IS NULL OR headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb))
+	AND (9000 = 0 OR id <= 9000)
 	AND id > 41
 ORDER BY id LIMIT 100 FOR NO KEY UPDATE;
 
@@ -350,6 +362,9 @@ WHERE 0 = 0
 	AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= '2026-11-01 00:00:00+00:00')
 	AND (NULL IS NULL OR failed_at < NULL)
 	AND (NULL IS NULL OR completed_at < NULL)
+	AND ('timeout' = '' OR strpos(last_error, 'timeout') > 0)
+	AND ('{"tenant":"acme"}' IS NULL OR headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb))
+	AND (9000 = 0 OR id <= 9000)
 GROUP BY status;
 
 -- DeadLetterSQL.SetStatus (inlined)

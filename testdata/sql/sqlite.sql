@@ -153,6 +153,10 @@ AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', '2026-11-01 00:00:00+00:00'))
 AND (NULL IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
 AND (NULL IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
+AND ('timeout' = '' OR instr(last_error, 'timeout') > 0)
+AND ('{"tenant":"acme"}' IS NULL OR NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.ListLock (inlined)
@@ -167,6 +171,10 @@ AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', '2026-11-01 00:00:00+00:00'))
 AND (NULL IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
 AND (NULL IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
+AND ('timeout' = '' OR instr(last_error, 'timeout') > 0)
+AND ('{"tenant":"acme"}' IS NULL OR NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.IDs (inlined)
@@ -180,6 +188,10 @@ AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', '2026-11-01 00:00:00+00:00'))
 AND (NULL IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
 AND (NULL IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
+AND ('timeout' = '' OR instr(last_error, 'timeout') > 0)
+AND ('{"tenant":"acme"}' IS NULL OR NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.IDsLock (inlined)
@@ -193,6 +205,10 @@ AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', '2026-11-01 00:00:00+00:00'))
 AND (NULL IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
 AND (NULL IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
+AND ('timeout' = '' OR instr(last_error, 'timeout') > 0)
+AND ('{"tenant":"acme"}' IS NULL OR NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.Tally (inlined)
@@ -206,6 +222,10 @@ AND (X'019b3c80' IS NULL OR message_id = X'019b3c80')
 AND ('2026-11-01 00:00:00+00:00' IS NULL OR failed_at >= strftime('%Y-%m-%d %H:%M:%f', '2026-11-01 00:00:00+00:00'))
 AND (NULL IS NULL OR failed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
 AND (NULL IS NULL OR completed_at < strftime('%Y-%m-%d %H:%M:%f', NULL))
+AND ('timeout' = '' OR instr(last_error, 'timeout') > 0)
+AND ('{"tenant":"acme"}' IS NULL OR NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+  WHERE NOT EXISTS (SELECT 1 FROM json_each(headers) h WHERE h.key = f.key AND h.value = f.value)))
+AND (9000 = 0 OR id <= 9000)
 GROUP BY status;
 
 -- DeadLetterSQL.SetStatus (inlined)

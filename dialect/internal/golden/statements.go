@@ -53,6 +53,8 @@ var samples = map[string]any{
 	"park":          0,
 	"payload":       []byte(`{"order":42}`),
 	"payload_type":  "order.created",
+	"error_text":    "timeout",
+	"max_id":        int64(9000),
 	"pid":           int64(7),
 	"pids":          bun.List([]int64{7, 8}),
 	"queue":         "orders",

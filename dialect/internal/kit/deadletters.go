@@ -22,7 +22,7 @@ type DeadLetterSQL struct {
 	// IDs and IDsLock are List and ListLock reading id and status only.
 	IDs     *Stmt
 	IDsLock *Stmt
-	// Tally counts the letters the filter matches by status: status, n.
+	// Tally counts the letters the filter matches by status: status, n, and the highest id: max_id.
 	Tally *Stmt
 	// SetStatus moves the letters ?ids (a list) still in status ?from to
 	// ?to, with ?note when not NULL, completed now when ?final = 1.
@@ -37,14 +37,19 @@ type DeadLetterSQL struct {
 // FilterArgs are a filter's values: ?none = 1 matches nothing; ?any_id,
 // ?any_partition and ?any_status = 1 switch off the list after them
 // (?ids, ?pids, ?statuses, never empty); ?payload_type ” and NULL
-// ?message_id, ?failed_from, ?failed_to, ?completed_to switch off theirs.
+// ?message_id, ?failed_from, ?failed_to, ?completed_to switch off theirs,
+// as do ?error_text ”, NULL ?headers and ?max_id 0.
 func FilterArgs(f *dialect.DeadLetterFilter) Args {
 	none := (f.IDs != nil && len(f.IDs) == 0) || (f.PartitionIDs != nil && len(f.PartitionIDs) == 0)
 	a := Args{"none": Bool(none), "any_id": Bool(len(f.IDs) == 0), "ids": IDs([]int64{0}),
 		"any_partition": Bool(len(f.PartitionIDs) == 0), "pids": IDs([]int64{0}),
 		"any_status": Bool(len(f.Statuses) == 0), "statuses": bun.List([]string{""}),
 		"payload_type": f.PayloadType, "message_id": nil,
-		"failed_from": timeArg(f.FailedFrom), "failed_to": timeArg(f.FailedTo), "completed_to": timeArg(f.CompletedTo)}
+		"failed_from": timeArg(f.FailedFrom), "failed_to": timeArg(f.FailedTo), "completed_to": timeArg(f.CompletedTo),
+		"error_text": f.ErrorText, "headers": nil, "max_id": f.MaxID}
+	if f.Headers != nil {
+		a["headers"] = string(f.Headers)
+	}
 	if len(f.IDs) > 0 {
 		a["ids"] = IDs(f.IDs)
 	}
@@ -140,17 +145,19 @@ func (s *DeadLetterSQL) Read(ctx context.Context, r *Runner, p *dialect.DeadLett
 }
 
 // Count counts the letters a filter matches, by status.
-func (s *DeadLetterSQL) Count(ctx context.Context, r *Runner, p *dialect.DeadLetterTallyParams) (map[string]int64, error) {
+func (s *DeadLetterSQL) Count(ctx context.Context, r *Runner, p *dialect.DeadLetterTallyParams) (dialect.DeadLetterTally, error) {
 	var rows []struct {
 		Status string `bun:"status"`
 		N      int64  `bun:"n"`
+		MaxID  int64  `bun:"max_id"`
 	}
 	if err := r.Query(ctx, r.DB(), s.Tally, FilterArgs(&p.Filter), &rows); err != nil {
-		return nil, err
+		return dialect.DeadLetterTally{}, err
 	}
-	out := make(map[string]int64, len(rows))
+	out := dialect.DeadLetterTally{ByStatus: make(map[string]int64, len(rows))}
 	for _, row := range rows {
-		out[row.Status] = row.N
+		out.ByStatus[row.Status] = row.N
+		out.MaxID = max(out.MaxID, row.MaxID)
 	}
 	return out, nil
 }
