@@ -58,6 +58,7 @@ var (
 	ErrNoMatch            = deadletter.ErrNoMatch
 	ErrWrongStatus        = deadletter.ErrWrongStatus
 	ErrInvalidSelection   = deadletter.ErrInvalidSelection
+	ErrCountChanged       = deadletter.ErrCountChanged
 )
 
 // Typed errors, for errors.As.
@@ -72,6 +73,7 @@ type (
 	RejectError         = processor.RejectError
 	DecodeError         = processor.DecodeError
 	StatusError         = deadletter.StatusError
+	CountError          = deadletter.CountError
 )
 
 // MessageID is a message's id (outbox.MessageID).
