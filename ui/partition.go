@@ -49,11 +49,25 @@ var actions = []struct{ Action, Label string }{
 	{seqbox.ActionSkip, "Skip head to dead letters"},
 }
 
-// token is the CSRF token of an action on a partition.
-func (h *handler) token(action, queue string, partition int) string {
+// token is the CSRF token of what an action names (its kind, the action,
+// its object): an HMAC under the handler's secret of the parts, each
+// length-prefixed so that no two lists of parts share a token.
+func (h *handler) token(parts ...string) string {
 	m := hmac.New(sha256.New, h.secret)
-	fmt.Fprintf(m, "%s\x00%d\x00%s", action, partition, queue)
+	for _, p := range parts {
+		fmt.Fprintf(m, "%d:%s", len(p), p)
+	}
 	return hex.EncodeToString(m.Sum(nil))
+}
+
+// checkToken says whether a POST's csrf field is the token of parts.
+func (h *handler) checkToken(r *http.Request, parts ...string) bool {
+	return hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(h.token(parts...)))
+}
+
+// partitionToken is the CSRF token of an action on a partition.
+func (h *handler) partitionToken(action, queue string, partition int) string {
+	return h.token("partition", action, queue, strconv.Itoa(partition))
 }
 
 // load reads a partition's state and stats; status is 404 for an unknown one.
@@ -83,7 +97,7 @@ func (h *handler) load(r *http.Request) (partitionPage, int, error) {
 	if !h.readOnly {
 		for _, a := range actions {
 			if ps.Check(a.Action) == nil || (a.Action != seqbox.ActionResume && errors.Is(ps.Check(a.Action), seqbox.ErrPartitionBusy)) {
-				p.Actions = append(p.Actions, actionForm{Action: a.Action, Label: a.Label, Token: h.token(a.Action, queue, n),
+				p.Actions = append(p.Actions, actionForm{Action: a.Action, Label: a.Label, Token: h.partitionToken(a.Action, queue, n),
 					Shown: shown{ps.State, ps.HeadSeq, ps.Attempts}})
 			}
 		}
@@ -138,8 +152,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ps := p.State
-	got := r.PostFormValue("csrf")
-	if !hmac.Equal([]byte(got), []byte(h.token(action, queue, ps.Partition))) {
+	if !h.checkToken(r, "partition", action, queue, strconv.Itoa(ps.Partition)) {
 		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
 		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
 		return

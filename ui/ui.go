@@ -11,6 +11,9 @@
 //	/queues/{queue}                    every partition of a queue as a cell coloured by state,
 //	                                   filtered by ?state=idle|busy|retrying|parked
 //	/queues/{queue}/partitions/{n}     one partition's head of line, with the actions that apply
+//	/deadletters                       dead letters by filter, keyset-paged; /deadletters/{id} one letter
+//	/deadletters/confirm?action=…      a bulk action's exact count and confirmation (deadletters.go)
+//	/purge                             purge by header: a preview, then a confirmation (purge.go)
 //
 // and three actions, POSTs to /queues/{queue}/partitions/{n}/{resume,retry,skip}.
 // Every link the handler renders is relative, so it works under any prefix
@@ -110,7 +113,7 @@ func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
 	}
 	h.css = css
 	h.tmpl = map[string]*template.Template{}
-	for _, page := range []string{"overview", "queue", "partition", "error"} {
+	for _, page := range []string{"overview", "queue", "partition", "error", "deadletters", "deadletter", "confirm", "purge"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
 		if err != nil {
 			return nil, fmt.Errorf("seqbox/ui: template %s: %w", page, err)
@@ -123,6 +126,13 @@ func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /queues/{queue}", h.queue)
 	mux.HandleFunc("GET /queues/{queue}/partitions/{n}", h.partition)
 	mux.HandleFunc("POST /queues/{queue}/partitions/{n}/{action}", h.act)
+	mux.HandleFunc("GET /deadletters", h.deadLetters)
+	mux.HandleFunc("GET /deadletters/confirm", h.confirm)
+	mux.HandleFunc("GET /deadletters/{id}", h.deadLetter)
+	mux.HandleFunc("POST /deadletters/{action}", h.actBulk)
+	mux.HandleFunc("POST /deadletters/{id}/{action}", h.actOne)
+	mux.HandleFunc("GET /purge", h.purge)
+	mux.HandleFunc("POST /purge", h.doPurge)
 	h.mux = mux
 	return h, nil
 }

@@ -98,6 +98,8 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(tenYears, tenYears)).
 		Queue("block", 1, blocking, processor.Lease(time.Hour, time.Second)).
 		Queue("wide", 1024, processor.Leased(failing)).
+		Queue("dead", 4, processor.Leased(deadLettering), processor.MaxAttempts(1)). // deadletters_test.go
+		Queue("hold", 2, nil).                                                       // purge_test.go: never delivered
 		Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
