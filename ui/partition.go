@@ -16,8 +16,13 @@ import (
 // partitionPage is what the partition screen shows, and what an action's
 // outcome shows with it.
 type partitionPage struct {
-	State   seqbox.PartitionState
-	Stats   outbox.PartitionStats
+	State seqbox.PartitionState
+	Stats outbox.PartitionStats
+	// Head is the next message to deliver (nil: none sequenced); Behind
+	// are the next ones after it, up to behindShown.
+	Head    *messageView
+	Behind  []messageView
+	More    bool
 	Actions []actionForm
 	// Outcome is the last action's result; Changed says it was refused
 	// because the state changed.
@@ -49,6 +54,16 @@ var actions = []struct{ Action, Label string }{
 	{seqbox.ActionSkip, "Skip head to dead letters"},
 }
 
+// messageView is a queued message as the partition page shows it.
+type messageView struct {
+	seqbox.QueuedMessage
+	View    payloadView
+	Preview string
+}
+
+// behindShown is how many messages behind the head the page lists.
+const behindShown = 20
+
 // token is the CSRF token of an action on a partition.
 func (h *handler) token(action, queue string, partition int) string {
 	m := hmac.New(sha256.New, h.secret)
@@ -71,6 +86,20 @@ func (h *handler) load(r *http.Request) (partitionPage, int, error) {
 		return partitionPage{}, http.StatusInternalServerError, err
 	}
 	p := partitionPage{State: ps}
+	msgs, err := h.admin.Partitions().Messages(r.Context(), queue, n, behindShown+2)
+	if err != nil {
+		return partitionPage{}, http.StatusInternalServerError, err
+	}
+	if len(msgs) > 0 {
+		p.Head = &messageView{QueuedMessage: msgs[0], View: viewPayload(msgs[0].Payload)}
+		msgs = msgs[1:]
+	}
+	if len(msgs) > behindShown {
+		p.More, msgs = true, msgs[:behindShown]
+	}
+	for _, m := range msgs {
+		p.Behind = append(p.Behind, messageView{QueuedMessage: m, Preview: preview(m.Payload, 80)})
+	}
 	st, err := h.admin.Stats(r.Context())
 	if err != nil {
 		return partitionPage{}, http.StatusInternalServerError, err

@@ -303,6 +303,36 @@ func testUI(t *testing.T, e *env) {
 		require.Equal(t, http.StatusMethodNotAllowed, code)
 	})
 
+	t.Run("messages", func(t *testing.T) {
+		// Behind block's held head: a hostile JSON payload and a binary one.
+		hostile := `{"x":"<script>alert(\"p\")</script>"}`
+		for _, p := range [][]byte{[]byte(hostile), {0xff, 0x00, 0x01}} {
+			_, err := e.ob.Enqueue(e.ctx, e.db, "block", outbox.Message{Key: `k<i>`, PayloadType: "t", Payload: p,
+				Headers: map[string]string{"h": `<b>"v"</b>`}})
+			require.NoError(t, err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			msgs, err := e.admin.Partitions().Messages(e.ctx, "block", 0, 0)
+			require.NoError(t, err)
+			if len(msgs) == 3 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the two messages are sequenced behind the head")
+			time.Sleep(10 * time.Millisecond)
+		}
+		code, body := do(t, e.h, "GET", partPath("block", "0"), nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, body, `<pre class="payload">held</pre>`, "the head's payload, as text")
+		require.Contains(t, body, "Behind the head")
+		require.Contains(t, body, html.EscapeString(hostile), "the JSON payload's preview, escaped")
+		require.Contains(t, body, "<code>ff0001</code>", "the binary payload's preview, in hex")
+		require.Contains(t, body, "<code>k&lt;i&gt;</code>")
+		noScript(t, body)
+		require.NotContains(t, body, "<b>")
+		require.NotContains(t, body, "<i>")
+	})
+
 	t.Run("refusals", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", parked, nil)
 		form := forms(body)["resume"]
