@@ -100,14 +100,8 @@ func (h *handler) load(r *http.Request) (partitionPage, int, error) {
 	for _, m := range msgs {
 		p.Behind = append(p.Behind, messageView{QueuedMessage: m, Preview: preview(m.Payload, 80)})
 	}
-	st, err := h.admin.Stats(r.Context())
-	if err != nil {
+	if p.Stats, err = h.admin.PartitionStats(r.Context(), queue, n); err != nil {
 		return partitionPage{}, http.StatusInternalServerError, err
-	}
-	for _, s := range st.Partitions {
-		if s.Queue == queue && s.Partition == n {
-			p.Stats = s
-		}
 	}
 	if !h.readOnly {
 		for _, a := range actions {
