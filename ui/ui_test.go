@@ -76,7 +76,15 @@ func failing(ctx context.Context, d processor.Delivery) error {
 	return nil
 }
 
-func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
+// queueDef is a queue a test adds to newEnv's.
+type queueDef struct {
+	name string
+	n    int
+	h    processor.Handler
+	opts []processor.QueueOption
+}
+
+func newEnv(t *testing.T, open func(testing.TB) *bun.DB, extra ...queueDef) *env {
 	t.Helper()
 	db := open(t)
 	ctx := context.Background()
@@ -88,7 +96,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		}
 		return nil
 	})
-	ob, err := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).
+	b := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).
 		Logger(slog.New(slog.DiscardHandler)).PollInterval(50*time.Millisecond).
 		Queue(evilQueue, 4, processor.Leased(failing),
 			processor.MaxAttempts(2), processor.Retry(time.Millisecond, 2*time.Millisecond), processor.OnFailure(processor.Park)).
@@ -97,8 +105,11 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		// about 1 in 30 million per failure, where 24 h made it 1 in 10,000.
 		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(tenYears, tenYears)).
 		Queue("block", 1, blocking, processor.Lease(time.Hour, time.Second)).
-		Queue("wide", 1024, processor.Leased(failing)).
-		Start(ctx)
+		Queue("wide", 1024, processor.Leased(failing))
+	for _, q := range extra {
+		b = b.Queue(q.name, q.n, q.h, q.opts...)
+	}
+	ob, err := b.Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		close(release)
