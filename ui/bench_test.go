@@ -71,6 +71,7 @@ func BenchmarkPages(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer h.Close()
 	pages := []struct{ name, path string }{
 		{"overview", "/"},
 		{"queue", "/queues/wide"},

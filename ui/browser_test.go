@@ -272,7 +272,7 @@ func TestBrowser(t *testing.T) {
 				require.Len(t, a, 2, "%+v", a)
 				require.Equal(t, actionLine{"seqbox ui action", "alice", "resume", raceQueue, "1", "resumed: the head is retried now"}, a[0], "one resume acted")
 				require.Equal(t, "bob", a[1].Who)
-				require.True(t, strings.HasPrefix(a[1].Outcome, "not done: the partition changed"), a[1].Outcome)
+				require.True(t, strings.HasPrefix(a[1].Outcome, "not done: partition changed since it was shown"), a[1].Outcome)
 			})
 
 			t.Run("replay", func(t *testing.T) {

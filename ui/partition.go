@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/outbox"
@@ -194,7 +195,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	var pe *seqbox.PartitionError
 	switch {
 	case errors.As(err, &pe):
-		outcome := "not done: " + pe.Err.Error()
+		outcome := "not done: " + strings.TrimPrefix(pe.Err.Error(), "seqbox: ")
 		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
 		p, status, err = h.load(r)
 		if err != nil {

@@ -46,7 +46,7 @@ type env struct {
 	ob    *seqbox.Outbox
 	admin *seqbox.Admin
 	logs  *syncBuffer
-	h     http.Handler
+	h     *ui.Handler
 }
 
 type syncBuffer struct {
@@ -121,6 +121,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB, extra ...queueDef) *env
 	e.h, err = ui.New(e.admin, ui.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))),
 		ui.WithIdentity(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.h.Close()) }) // before the outbox stops and the database closes
 	e.enqueue(evilQueue, 1, "bad one")
 	e.enqueue("slow", 0, "bad slow")
 	e.enqueue("block", 0, "held")
@@ -199,16 +200,23 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	_, err := ui.New(nil)
 	require.Error(t, err)
-	admin := &seqbox.Admin{}
+	admin, err := seqbox.NewAdmin(context.Background(), dbtest.SQLite(t), dbtest.Prefix(t)) // no tables: the sampler's reads fail, logged
+	require.NoError(t, err)
 	_, err = ui.New(admin, ui.WithLogger(nil))
 	require.ErrorContains(t, err, "nil logger")
 	_, err = ui.New(admin, ui.WithIdentity(nil))
 	require.ErrorContains(t, err, "nil func")
 	_, err = ui.New(admin, nil)
 	require.Error(t, err)
-	h, err := ui.New(admin, ui.ReadOnly(), ui.WithLogger(slog.Default()), ui.WithIdentity(func(*http.Request) string { return "x" }))
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err = ui.New(admin, ui.WithSampleInterval(d))
+		require.ErrorContains(t, err, "not positive")
+	}
+	h, err := ui.New(admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)), ui.WithIdentity(func(*http.Request) string { return "x" }),
+		ui.WithSampleInterval(time.Minute))
 	require.NoError(t, err)
-	require.NotNil(t, h)
+	require.NoError(t, h.Close())
+	require.NoError(t, h.Close(), "idempotent")
 }
 
 func TestUI(t *testing.T) {
@@ -343,6 +351,7 @@ func testUI(t *testing.T, e *env) {
 		require.NotContains(t, body, "<b>")
 		require.NotContains(t, body, "<i>")
 	})
+	t.Run("live", func(t *testing.T) { testLive(t, e) })
 
 	t.Run("refusals", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", parked, nil)
@@ -378,10 +387,11 @@ func testUI(t *testing.T, e *env) {
 		stale.Set("attempts", "1")
 		code, body = do(t, e.h, "POST", parked+"/resume", stale)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: seqbox: partition changed since it was shown")
+		require.Contains(t, body, "not done: partition changed since it was shown")
 
 		ro, err := ui.New(e.admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
+		defer ro.Close()
 		code, body = do(t, ro, "GET", parked, nil)
 		require.Equal(t, http.StatusOK, code)
 		require.NotContains(t, body, "<form")
@@ -437,9 +447,9 @@ func testUI(t *testing.T, e *env) {
 		// A second operator, shown the same page, is told what happened.
 		code, body = do(t, e.h, "POST", parked+"/skip", f)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: seqbox: partition changed since it was shown (shown: parked")
+		require.Contains(t, body, "not done: partition changed since it was shown (shown: parked")
 		require.Contains(t, e.logs.String(), `"action":"skip"`)
-		require.Contains(t, e.logs.String(), `"outcome":"not done: seqbox: partition changed since it was shown`)
+		require.Contains(t, e.logs.String(), `"outcome":"not done: partition changed since it was shown`)
 
 		_, body = do(t, e.h, "GET", "/", nil)
 		require.Contains(t, body, `<span class="dl">pending 1</span>`)
@@ -509,9 +519,10 @@ func testBasePath(t *testing.T, e *env) {
 	t.Fatal("no retry form under /seqbox/")
 }
 
-// noScript: no untrusted text reached the page unescaped.
+// noScript: no untrusted text reached the page unescaped (the page's
+// own script is <script src=…>).
 func noScript(t *testing.T, body string) {
 	t.Helper()
-	require.NotContains(t, body, "<script")
+	require.NotContains(t, body, "<script>")
 	require.NotContains(t, body, `alert("`)
 }

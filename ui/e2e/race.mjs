@@ -31,7 +31,7 @@ await scenario('race', async ({ open }) => {
   resp = await submit(bob, resumeB);
   assert(resp.status() === 409, `bob's Resume: ${resp.status()}, want 409`);
   const outcome = bob.getByRole('main').getByRole('status');
-  await outcome.filter({ hasText: 'not done: the partition changed since the page was shown (shown: parked' }).waitFor();
+  await outcome.filter({ hasText: 'not done: partition changed since it was shown (shown: parked' }).waitFor();
   await definition(bob, 'State').waitFor();
   assert((await definition(bob, 'State').textContent()).trim() !== 'parked', 'bob is shown the state now');
   assert((await resumeB.count()) === 0, 'bob is still offered Resume');

@@ -131,6 +131,7 @@ func runUI(ctx context.Context, s streams, args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	defer h.Close()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", c.listen)
 	if err != nil {
