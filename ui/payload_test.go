@@ -3,8 +3,11 @@ package ui
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/seqbox/seqbox/outbox"
 )
 
 func TestViewPayload(t *testing.T) {
@@ -28,4 +31,16 @@ func TestViewPayload(t *testing.T) {
 	require.Equal(t, "abc…", preview([]byte("abcdef"), 3))
 	require.Equal(t, "ff00", preview([]byte{0xff, 0x00, 0x01}, 4))
 	require.Equal(t, "éé…", preview([]byte("ééé"), 2), "cut on runes")
+}
+
+func TestLagClass(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		age  time.Duration
+		want string
+	}{{0, ""}, {9 * time.Second, ""}, {10 * time.Second, "lag-s"}, {59 * time.Second, "lag-s"}, {time.Minute, "lag-m"}, {48 * time.Hour, "lag-m"}} {
+		require.Equal(t, c.want, lagClass(outbox.PartitionStats{OldestUnprocessed: now.Add(-c.age)}, now), "%s", c.age)
+	}
+	require.Empty(t, lagClass(outbox.PartitionStats{}, now), "no backlog, no lag")
 }

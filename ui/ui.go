@@ -393,6 +393,23 @@ func counts(m map[string]int64) []statusCount {
 type cell struct {
 	outbox.PartitionStats
 	State string
+	// Lag is how far behind a partition with a backlog is, by the age
+	// of its oldest unprocessed message: "" under 10 s, "lag-s" under a
+	// minute, "lag-m" beyond; the grid marks it on the cell.
+	Lag string
+}
+
+func lagClass(p outbox.PartitionStats, now time.Time) string {
+	if p.OldestUnprocessed.IsZero() {
+		return ""
+	}
+	switch age := now.Sub(p.OldestUnprocessed); {
+	case age >= time.Minute:
+		return "lag-m"
+	case age >= 10*time.Second:
+		return "lag-s"
+	}
+	return ""
 }
 
 type queuePage struct {
@@ -417,6 +434,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := h.admin.Stats(r.Context())
+	now := time.Now()
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -431,7 +449,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		s := cellState(ps)
 		n[s]++
 		if filter == "" || filter == s {
-			p.Cells = append(p.Cells, cell{ps, s})
+			p.Cells = append(p.Cells, cell{ps, s, lagClass(ps, now)})
 		}
 	}
 	if p.Total == 0 {
