@@ -47,11 +47,31 @@ func (a *Admin) Partitions() *Partitions { return &Partitions{s: a.d, resumed: a
 // Its Counters are zero: they belong to a running process
 // (Outbox.Stats).
 func (a *Admin) Stats(ctx context.Context) (outbox.Stats, error) {
-	ps, err := engine.ReadStats(ctx, a.d)
+	ps, err := engine.ReadStats(ctx, a.d, 0)
 	if err != nil {
 		return outbox.Stats{}, err
 	}
 	return outbox.Stats{Partitions: ps, Queues: outbox.QueueTotals(ps)}, nil
+}
+
+// PartitionStats reads one partition's backlog, failing head and dead
+// letters, reading only that partition's rows. It returns a
+// *PartitionError with ErrUnknownPartition for a partition the queue does
+// not have.
+func (a *Admin) PartitionStats(ctx context.Context, queue string, partition int) (outbox.PartitionStats, error) {
+	parts := a.Partitions()
+	pid, err := parts.partitionID(ctx, queue, partition, "read")
+	if err != nil {
+		return outbox.PartitionStats{}, err
+	}
+	ps, err := engine.ReadStats(ctx, a.d, pid)
+	if err != nil {
+		return outbox.PartitionStats{}, err
+	}
+	if len(ps) != 1 {
+		return outbox.PartitionStats{}, &PartitionError{Queue: queue, Partition: partition, Action: "read", Err: ErrUnknownPartition}
+	}
+	return ps[0], nil
 }
 
 // QueueInfo is a registered queue.

@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// PartitionStatsParams asks for every registered partition.
-type PartitionStatsParams struct{}
+// PartitionStatsParams asks for every registered partition, or for one.
+type PartitionStatsParams struct {
+	PartitionID int64 // 0: every partition
+}
 
 // PartitionStats are one partition's backlog figures.
 type PartitionStats struct {
@@ -33,8 +35,10 @@ type PartitionStats struct {
 	ParkedAt time.Time
 }
 
-// DeadLetterCountParams asks for every partition's counts.
-type DeadLetterCountParams struct{}
+// DeadLetterCountParams asks for every partition's counts, or for one's.
+type DeadLetterCountParams struct {
+	PartitionID int64 // 0: every partition
+}
 
 // DeadLetterCount is the number of dead letters of a partition in a status.
 type DeadLetterCount struct {

@@ -1,10 +1,7 @@
 package ui
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -35,8 +32,6 @@ const (
 	dlSample = 5
 	// dlErrorShown bounds the error text in a list row (its first line).
 	dlErrorShown = 120
-	// dlPayloadShown bounds the payload bytes a detail page shows.
-	dlPayloadShown = 256 << 10
 )
 
 // dlStatuses are the status filter's choices; "any" is no status filter.
@@ -269,10 +264,15 @@ type dlListPage struct {
 	Letters  []dlRow
 	// Next, First: the links to the next page and back to the first.
 	Next, First string
-	Bulk        []link
+	Bulk        []bulkButton
 }
 
-type link struct{ Label, URL string }
+// bulkButton leads to a bulk action's confirmation: a GET form, so a
+// button (it changes nothing), carrying the filter.
+type bulkButton struct {
+	Label, Action string
+	Fields        []field
+}
 
 // tallyLink is a status's count, linked to the list of that status.
 type tallyLink struct {
@@ -362,11 +362,10 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Letters = dlRows(ls)
 	if n := t.ByStatus[deadletter.StatusPending]; n > 0 && !h.readOnly && (q.Status == "any" || q.Status == string(deadletter.StatusPending)) {
+		pending := q
+		pending.Status = string(deadletter.StatusPending)
 		for _, a := range []string{"replay", "resolve", "discard"} {
-			v := q.values()
-			v.Set("status", string(deadletter.StatusPending))
-			v.Set("action", a)
-			p.Bulk = append(p.Bulk, link{fmt.Sprintf("%s all %d matching", capital(a), n), root(r) + "deadletters/confirm?" + v.Encode()})
+			p.Bulk = append(p.Bulk, bulkButton{fmt.Sprintf("%s all %d matching", capital(a), n), a, pending.Fields()})
 		}
 	}
 	h.render(w, r, http.StatusOK, "deadletters", "Dead letters", p)
@@ -374,50 +373,12 @@ func (h *handler) deadLetters(w http.ResponseWriter, r *http.Request) {
 
 func capital(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
-// payloadView is a payload as shown: JSON indented, UTF-8 text as is,
-// anything else as a hex dump.
-type payloadView struct {
-	Kind, Text string
-	// Cut: only the first dlPayloadShown bytes are shown, of Size.
-	Cut  bool
-	Size int
-}
-
-func viewPayload(b []byte) payloadView {
-	v := payloadView{Size: len(b)}
-	switch {
-	case len(b) == 0:
-		v.Kind = "empty"
-	case json.Valid(b):
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, b, "", "  "); err != nil {
-			buf.Reset()
-			buf.Write(b)
-		}
-		v.Kind, v.Text = "JSON", buf.String()
-	case utf8.Valid(b):
-		v.Kind, v.Text = "text", string(b)
-	default:
-		if len(b) > dlPayloadShown {
-			b, v.Cut = b[:dlPayloadShown], true
-		}
-		v.Kind, v.Text = "binary", hex.Dump(b)
-		return v
-	}
-	if len(v.Text) > dlPayloadShown {
-		cut := dlPayloadShown
-		for cut > 0 && !utf8.RuneStart(v.Text[cut]) {
-			cut--
-		}
-		v.Text, v.Cut = v.Text[:cut], true
-	}
-	return v
-}
-
 type dlLetterPage struct {
 	L       deadletter.Letter
 	Payload payloadView
-	Headers []field
+	// PayloadCut: only the first maxShownPayload bytes are shown.
+	PayloadCut bool
+	Headers    []field
 	// Actions are the forms for a pending letter (none when read-only).
 	Actions []dlAction
 	Outcome string
@@ -444,7 +405,7 @@ func (h *handler) letter(r *http.Request, id int64) (deadletter.Letter, error) {
 }
 
 func (h *handler) letterPage(l deadletter.Letter) dlLetterPage {
-	p := dlLetterPage{L: l, Payload: viewPayload(l.Payload)}
+	p := dlLetterPage{L: l, Payload: viewPayload(l.Payload), PayloadCut: len(l.Payload) > maxShownPayload}
 	for _, k := range slices.Sorted(maps.Keys(l.Headers)) {
 		p.Headers = append(p.Headers, field{k, l.Headers[k]})
 	}

@@ -52,11 +52,14 @@ var (
 	hrefRE        = regexp.MustCompile(`href="([^"]*)"`)
 )
 
+// deadQueue is the queue of the dead-letter tests.
+var deadQueue = queueDef{"dead", 4, processor.Leased(deadLettering), []processor.QueueOption{processor.MaxAttempts(1)}}
+
 func TestDeadLetters(t *testing.T) {
 	for _, o := range dbtest.All() {
 		t.Run(o.Name, func(t *testing.T) {
 			t.Parallel()
-			testDeadLetters(t, newEnv(t, o.Open))
+			testDeadLetters(t, newEnv(t, o.Open, deadQueue))
 		})
 	}
 }
@@ -137,6 +140,26 @@ func listed(t *testing.T, body string) (int, []int64) {
 	return n, ids
 }
 
+// bulkRE is a bulk action's button: a GET form to its confirmation.
+var bulkRE = regexp.MustCompile(`(?s)<form method="get" action="([^"]*)">([^<]*(?:<input[^>]*>\s*)*)<button type="submit">([^<]*)</button></form>`)
+
+// bulk finds the confirmation URL of the bulk button labelled label.
+func bulk(t *testing.T, body, label string) string {
+	t.Helper()
+	for _, m := range bulkRE.FindAllStringSubmatch(body, -1) {
+		if m[3] != label {
+			continue
+		}
+		v := url.Values{}
+		for _, in := range inputRE.FindAllStringSubmatch(m[2], -1) {
+			v.Add(in[1], html.UnescapeString(in[2]))
+		}
+		return html.UnescapeString(m[1]) + "?" + v.Encode()
+	}
+	t.Fatalf("no button %q", label)
+	return ""
+}
+
 // link finds the href of the link with text label, as a path for do.
 func link(t *testing.T, body, label string) string {
 	t.Helper()
@@ -200,7 +223,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Contains(t, body, `href="./queues/dead/partitions/2"`)
 		require.Contains(t, body, `name="queue"`)
 		require.Contains(t, body, `<button type="submit">Filter</button>`)
-		require.Contains(t, body, `Replay all 63 matching</a>`)
+		require.Contains(t, bulk(t, body, "Replay all 63 matching"), "deadletters/confirm?action=replay&status=pending")
 		require.NotContains(t, body, "First page")
 		noHostile(t, body)
 		next := link(t, body, "Next page")
@@ -217,6 +240,16 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Equal(t, http.StatusOK, code)
 		_, ids3 := listed(t, body3)
 		require.Equal(t, ids, ids3)
+
+		// Live updates: the counts, buttons and rows, without the layout.
+		w := get(t, e.h, "/deadletters", true)
+		require.Equal(t, http.StatusOK, w.Code)
+		require.Contains(t, w.Body.String(), `<div data-live="results">`)
+		require.Contains(t, w.Body.String(), `>pending 63</a>`)
+		require.NotContains(t, w.Body.String(), "<html")
+		w = get(t, e.h, "/deadletters/"+strconv.FormatInt(ids[0], 10), true)
+		require.Equal(t, http.StatusOK, w.Code)
+		require.Contains(t, w.Body.String(), `<dl class="state" data-live="state">`)
 
 		// The first error line only, escaped, in the list.
 		code, body = do(t, e.h, "GET", "/deadletters?type=order.created", nil)
@@ -299,7 +332,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		code, body := do(t, e.h, "GET", "/deadletters/"+strconv.FormatInt(jsonL.ID, 10), nil)
 		require.Equal(t, http.StatusOK, code, body)
 		noHostile(t, body)
-		require.Contains(t, body, `class="payload payload-JSON">{
+		require.Contains(t, body, `class="payload payload-json">{
   &#34;order&#34;: 42,
   &#34;note&#34;: &#34;&lt;script&gt;alert(\&#34;p\&#34;)&lt;/script&gt;&#34;
 }</pre>`)
@@ -397,6 +430,7 @@ func testDeadLetters(t *testing.T, e *env) {
 
 		ro, err := ui.New(e.admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
+		defer ro.Close()
 		code, body = do(t, ro, "GET", "/deadletters", nil)
 		require.Equal(t, http.StatusOK, code)
 		require.NotContains(t, body, "Replay all")
@@ -455,7 +489,7 @@ func testDeadLetters(t *testing.T, e *env) {
 	t.Run("bulk replay", func(t *testing.T) {
 		code, body := do(t, e.h, "GET", "/deadletters?type=bulk", nil)
 		require.Equal(t, http.StatusOK, code)
-		confirm := link(t, body, "Replay all 60 matching")
+		confirm := bulk(t, body, "Replay all 60 matching")
 		require.Contains(t, confirm, "action=replay")
 		code, body = do(t, e.h, "GET", abs(t, "/deadletters", confirm), nil)
 		require.Equal(t, http.StatusOK, code, body)
@@ -572,7 +606,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		id := strconv.FormatInt(jsonL.ID, 10)
 		seen := map[string]bool{}
 		for _, p := range []string{"/seqbox/deadletters", "/seqbox/deadletters?status=any", "/seqbox/deadletters/" + id,
-			"/seqbox/deadletters/confirm?action=replay&type=late", "/seqbox/purge", "/seqbox/purge?queue=hold&header=a%3Db"} {
+			"/seqbox/deadletters/confirm?action=replay&type=late", "/seqbox/purge", "/seqbox/purge?queue=dead&header=a%3Db"} {
 			links := checkLinks(t, srv.URL+p, seen)
 			require.NotEmpty(t, links, p)
 		}

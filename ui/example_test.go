@@ -51,6 +51,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
+	defer h.Close() // stops the sampler behind the overview's charts
 	mux := http.NewServeMux()
 	mux.Handle("/seqbox/", requireOperator(http.StripPrefix("/seqbox", h)))
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/outbox"
@@ -16,8 +17,13 @@ import (
 // partitionPage is what the partition screen shows, and what an action's
 // outcome shows with it.
 type partitionPage struct {
-	State   seqbox.PartitionState
-	Stats   outbox.PartitionStats
+	State seqbox.PartitionState
+	Stats outbox.PartitionStats
+	// Head is the next message to deliver (nil: none sequenced); Behind
+	// are the next ones after it, up to behindShown.
+	Head    *messageView
+	Behind  []messageView
+	More    bool
 	Actions []actionForm
 	// Outcome is the last action's result; Changed says it was refused
 	// because the state changed.
@@ -48,6 +54,16 @@ var actions = []struct{ Action, Label string }{
 	{seqbox.ActionRetry, "Retry now"},
 	{seqbox.ActionSkip, "Skip head to dead letters"},
 }
+
+// messageView is a queued message as the partition page shows it.
+type messageView struct {
+	seqbox.QueuedMessage
+	View    payloadView
+	Preview string
+}
+
+// behindShown is how many messages behind the head the page lists.
+const behindShown = 20
 
 // token is the CSRF token of what an action names (its kind, the action,
 // its object): an HMAC under the handler's secret of the parts, each
@@ -85,14 +101,22 @@ func (h *handler) load(r *http.Request) (partitionPage, int, error) {
 		return partitionPage{}, http.StatusInternalServerError, err
 	}
 	p := partitionPage{State: ps}
-	st, err := h.admin.Stats(r.Context())
+	msgs, err := h.admin.Partitions().Messages(r.Context(), queue, n, behindShown+2)
 	if err != nil {
 		return partitionPage{}, http.StatusInternalServerError, err
 	}
-	for _, s := range st.Partitions {
-		if s.Queue == queue && s.Partition == n {
-			p.Stats = s
-		}
+	if len(msgs) > 0 {
+		p.Head = &messageView{QueuedMessage: msgs[0], View: viewPayload(msgs[0].Payload)}
+		msgs = msgs[1:]
+	}
+	if len(msgs) > behindShown {
+		p.More, msgs = true, msgs[:behindShown]
+	}
+	for _, m := range msgs {
+		p.Behind = append(p.Behind, messageView{QueuedMessage: m, Preview: preview(m.Payload, 80)})
+	}
+	if p.Stats, err = h.admin.PartitionStats(r.Context(), queue, n); err != nil {
+		return partitionPage{}, http.StatusInternalServerError, err
 	}
 	if !h.readOnly {
 		for _, a := range actions {
@@ -184,7 +208,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	var pe *seqbox.PartitionError
 	switch {
 	case errors.As(err, &pe):
-		outcome := "not done: " + pe.Err.Error()
+		outcome := "not done: " + strings.TrimPrefix(pe.Err.Error(), "seqbox: ")
 		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
 		p, status, err = h.load(r)
 		if err != nil {

@@ -1,13 +1,15 @@
 // Package ui is seqbox's operator web UI: an http.Handler, server-rendered
-// with html/template and an embedded stylesheet (no JavaScript, no CDN),
-// that an application mounts under a path prefix behind its own
-// middleware (docs/ARCHITECTURE.md, "The web UI").
+// with html/template, an embedded stylesheet and a small embedded script
+// for live updates (no CDN; every page works without JavaScript), that an
+// application mounts under a path prefix behind its own middleware
+// (docs/ARCHITECTURE.md, "The web UI").
 //
-// This first slice has three screens, each at a stable URL relative to
-// where the handler is mounted:
+// Its screens each have a stable URL relative to where the handler is
+// mounted:
 //
 //	/                                  the overview: every queue's backlog, oldest unprocessed age,
-//	                                   dead letters by status, parked and retrying partitions
+//	                                   delivered/s, dead letters by status, parked and retrying
+//	                                   partitions, and charts of depth and throughput over the last hour
 //	/queues/{queue}                    every partition of a queue as a cell coloured by state,
 //	                                   filtered by ?state=idle|busy|retrying|parked
 //	/queues/{queue}/partitions/{n}     one partition's head of line, with the actions that apply
@@ -15,12 +17,20 @@
 //	/deadletters/confirm?action=…      a bulk action's exact count and confirmation (deadletters.go)
 //	/purge                             purge by header: a preview, then a confirmation (purge.go)
 //
-// and three actions, POSTs to /queues/{queue}/partitions/{n}/{resume,retry,skip}.
-// Every link the handler renders is relative, so it works under any prefix
-// stripped with http.StripPrefix. Actions carry a CSRF token (an HMAC, under a
-// secret drawn when New runs, of the action, queue and partition) and the state
-// the page showed; when the partition's state changed since, the handler does
+// and actions, POSTs to /queues/{queue}/partitions/{n}/{resume,retry,skip},
+// /deadletters/{id}/{replay,resolve,discard}, /deadletters/{replay,resolve,discard}
+// (bulk, by filter) and /purge. Every link the handler renders is relative, so
+// it works under any prefix stripped with http.StripPrefix. Actions carry a
+// CSRF token (an HMAC, under a secret drawn when New runs, of what the action
+// names) and what the page showed (a partition's state; a bulk action's count
+// and highest id; a purge's count); when that changed since, the handler does
 // nothing and shows what changed (409). Each action is logged with slog.
+//
+// The overview's charts come from a sampler, one goroutine per Handler that
+// reads Admin.Stats every WithSampleInterval and keeps the last hour in
+// memory; Close stops it. Pages refresh their live regions (elements with a
+// data-live attribute) by polling: the script asks for the page with the
+// header X-Seqbox-Live: 1 and the handler renders its content alone.
 package ui
 
 import (
@@ -32,6 +42,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,10 +59,14 @@ var assets embed.FS
 type Option func(*config) error
 
 type config struct {
-	readOnly bool
-	log      *slog.Logger
-	identity func(*http.Request) string
+	readOnly       bool
+	log            *slog.Logger
+	identity       func(*http.Request) string
+	sampleInterval time.Duration
 }
+
+// liveRefresh is how often a visible page polls its live regions.
+const liveRefresh = 2 * time.Second
 
 // ReadOnly hides every action and refuses their POSTs (403).
 func ReadOnly() Option { return func(c *config) error { c.readOnly = true; return nil } }
@@ -80,21 +95,56 @@ func WithIdentity(fn func(*http.Request) string) Option {
 	}
 }
 
-type handler struct {
-	config
-	admin  *seqbox.Admin
-	secret []byte
-	tmpl   map[string]*template.Template
-	css    []byte
-	mux    *http.ServeMux
+// WithSampleInterval sets how often the sampler reads Admin.Stats for the
+// overview's charts and delivered/s (default 10s). The charts keep an hour
+// of samples, at most 3,600 per queue: an interval under a second covers
+// less than an hour.
+func WithSampleInterval(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("seqbox/ui: WithSampleInterval: %v is not positive", d)
+		}
+		c.sampleInterval = d
+		return nil
+	}
 }
 
-// New returns the UI of admin's outbox.
-func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
+// Handler is the UI, an http.Handler. It runs a sampler goroutine for the
+// overview's charts until Close.
+type Handler struct {
+	h *handler
+}
+
+// ServeHTTP serves the UI's pages, assets and actions.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
+
+// Close stops the sampler and waits for it to end. The pages are still
+// served, their charts no longer updated. Close is idempotent; its error
+// is always nil.
+func (h *Handler) Close() error {
+	h.h.sampler.stop()
+	return nil
+}
+
+type handler struct {
+	config
+	admin   *seqbox.Admin
+	secret  []byte
+	tmpl    map[string]*template.Template
+	css     []byte
+	js      []byte
+	mux     *http.ServeMux
+	sampler *sampler
+}
+
+// New returns the UI of admin's outbox, its sampler started: Close it
+// when done.
+func New(admin *seqbox.Admin, opts ...Option) (*Handler, error) {
 	if admin == nil {
 		return nil, errors.New("seqbox/ui: New: nil Admin")
 	}
-	h := &handler{admin: admin, config: config{log: slog.Default(), identity: func(*http.Request) string { return "anonymous" }}}
+	h := &handler{admin: admin, config: config{log: slog.Default(), identity: func(*http.Request) string { return "anonymous" },
+		sampleInterval: 10 * time.Second}}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("seqbox/ui: New: nil Option")
@@ -112,6 +162,9 @@ func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
 		return nil, err
 	}
 	h.css = css
+	if h.js, err = assets.ReadFile("assets/live.js"); err != nil {
+		return nil, err
+	}
 	h.tmpl = map[string]*template.Template{}
 	for _, page := range []string{"overview", "queue", "partition", "error", "deadletters", "deadletter", "confirm", "purge"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(assets, "assets/layout.html", "assets/"+page+".html")
@@ -123,6 +176,7 @@ func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", h.overview)
 	mux.HandleFunc("GET /style.css", h.style)
+	mux.HandleFunc("GET /live.js", h.script)
 	mux.HandleFunc("GET /queues/{queue}", h.queue)
 	mux.HandleFunc("GET /queues/{queue}/partitions/{n}", h.partition)
 	mux.HandleFunc("POST /queues/{queue}/partitions/{n}/{action}", h.act)
@@ -134,19 +188,27 @@ func New(admin *seqbox.Admin, opts ...Option) (http.Handler, error) {
 	mux.HandleFunc("GET /purge", h.purge)
 	mux.HandleFunc("POST /purge", h.doPurge)
 	h.mux = mux
-	return h, nil
+	h.sampler = newSampler(admin, h.sampleInterval, h.log, time.Now)
+	t := time.NewTicker(h.sampleInterval)
+	h.sampler.start(t.C, t.Stop)
+	return &Handler{h}, nil
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Frame-Options", "DENY")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'")
 	h.mux.ServeHTTP(w, r)
 }
 
 func (h *handler) style(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/css; charset=utf-8")
 	_, _ = w.Write(h.css)
+}
+
+func (h *handler) script(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	_, _ = w.Write(h.js)
 }
 
 var funcs = template.FuncMap{
@@ -156,6 +218,13 @@ var funcs = template.FuncMap{
 			return "—"
 		}
 		return ago(time.Since(t))
+	},
+	// chartOf names a chart for the "chart" template.
+	"chartOf": func(name string, c chart) any {
+		return struct {
+			Name  string
+			Chart chart
+		}{name, c}
 	},
 	"when": func(t time.Time) string {
 		if t.IsZero() {
@@ -198,12 +267,32 @@ type page struct {
 	Root     string
 	Title    string
 	ReadOnly bool
-	Data     any
+	// Refresh is the seconds between live updates; LiveSrc the page they
+	// poll, when it is not the page's own URL (an action's outcome, shown
+	// at the POST's URL, polls the page the action was posted from).
+	Refresh int
+	LiveSrc string
+	Data    any
 }
 
+// render writes page name: the whole page, or its content alone for a
+// live update (contentOnly).
 func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
+	p := page{Root: root(r), Title: title, ReadOnly: h.readOnly, Refresh: int(liveRefresh / time.Second), Data: data}
+	if r.Method == http.MethodPost {
+		// An action's URL is its page's plus one segment: poll the page.
+		esc := r.URL.EscapedPath()
+		p.LiveSrc = "../" + path.Base(path.Dir(esc))
+	}
 	var b strings.Builder
-	if err := h.tmpl[name].Execute(&b, page{Root: root(r), Title: title, ReadOnly: h.readOnly, Data: data}); err != nil {
+	var err error
+	if contentOnly(r) {
+		err = h.tmpl[name].ExecuteTemplate(&b, "content", p)
+	} else {
+		err = h.tmpl[name].Execute(&b, p)
+	}
+	w.Header().Add("Vary", liveHeader) // one URL, two representations: keep caches from mixing them
+	if err != nil {
 		h.log.ErrorContext(r.Context(), "seqbox ui: render", "page", name, "err", err)
 		http.Error(w, "seqbox ui: render failed", http.StatusInternalServerError)
 		return
@@ -213,6 +302,13 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, status int, nam
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(b.String()))
 }
+
+// liveHeader marks the script's requests for a page's live regions.
+const liveHeader = "X-Seqbox-Live"
+
+// contentOnly reports a live update: the page's script asks for the
+// content block without the layout, and swaps in its data-live elements.
+func contentOnly(r *http.Request) bool { return r.Header.Get(liveHeader) == "1" }
 
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	h.render(w, r, status, "error", http.StatusText(status), struct {
@@ -246,6 +342,8 @@ type queueRow struct {
 	Backlog     int64
 	DeadLetters []statusCount
 	Failing     []seqbox.PartitionState
+	// Charts are the sampler's: delivered/s and the last hour.
+	Charts queueCharts
 }
 
 type statusCount struct {
@@ -266,8 +364,10 @@ func (h *handler) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]queueRow, len(st.Queues))
 	index := map[string]int{}
+	now := h.sampler.now()
 	for i, q := range st.Queues {
-		rows[i] = queueRow{QueueStats: q, Backlog: q.Incoming + q.Unprocessed, DeadLetters: counts(q.DeadLetters)}
+		rows[i] = queueRow{QueueStats: q, Backlog: q.Incoming + q.Unprocessed, DeadLetters: counts(q.DeadLetters),
+			Charts: h.sampler.charts(q.Queue, now)}
 		index[q.Queue] = i
 	}
 	for _, f := range failing {
@@ -305,6 +405,23 @@ func counts(m map[string]int64) []statusCount {
 type cell struct {
 	outbox.PartitionStats
 	State string
+	// Lag is how far behind a partition with a backlog is, by the age
+	// of its oldest unprocessed message: "" under 10 s, "lag-s" under a
+	// minute, "lag-m" beyond; the grid marks it on the cell.
+	Lag string
+}
+
+func lagClass(p outbox.PartitionStats, now time.Time) string {
+	if p.OldestUnprocessed.IsZero() {
+		return ""
+	}
+	switch age := now.Sub(p.OldestUnprocessed); {
+	case age >= time.Minute:
+		return "lag-m"
+	case age >= 10*time.Second:
+		return "lag-s"
+	}
+	return ""
 }
 
 type queuePage struct {
@@ -329,6 +446,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := h.admin.Stats(r.Context())
+	now := time.Now()
 	if err != nil {
 		h.internal(w, r, err)
 		return
@@ -343,7 +461,7 @@ func (h *handler) queue(w http.ResponseWriter, r *http.Request) {
 		s := cellState(ps)
 		n[s]++
 		if filter == "" || filter == s {
-			p.Cells = append(p.Cells, cell{ps, s})
+			p.Cells = append(p.Cells, cell{ps, s, lagClass(ps, now)})
 		}
 	}
 	if p.Total == 0 {

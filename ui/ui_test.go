@@ -46,7 +46,7 @@ type env struct {
 	ob    *seqbox.Outbox
 	admin *seqbox.Admin
 	logs  *syncBuffer
-	h     http.Handler
+	h     *ui.Handler
 }
 
 type syncBuffer struct {
@@ -76,7 +76,15 @@ func failing(ctx context.Context, d processor.Delivery) error {
 	return nil
 }
 
-func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
+// queueDef is a queue a test adds to newEnv's.
+type queueDef struct {
+	name string
+	n    int
+	h    processor.Handler
+	opts []processor.QueueOption
+}
+
+func newEnv(t *testing.T, open func(testing.TB) *bun.DB, extra ...queueDef) *env {
 	t.Helper()
 	db := open(t)
 	ctx := context.Background()
@@ -88,7 +96,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		}
 		return nil
 	})
-	ob, err := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).
+	b := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).
 		Logger(slog.New(slog.DiscardHandler)).PollInterval(50*time.Millisecond).
 		Queue(evilQueue, 4, processor.Leased(failing),
 			processor.MaxAttempts(2), processor.Retry(time.Millisecond, 2*time.Millisecond), processor.OnFailure(processor.Park)).
@@ -97,10 +105,11 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 		// about 1 in 30 million per failure, where 24 h made it 1 in 10,000.
 		Queue("slow", 2, processor.Leased(failing), processor.MaxAttempts(processor.MaxAttemptsNever), processor.Retry(tenYears, tenYears)).
 		Queue("block", 1, blocking, processor.Lease(time.Hour, time.Second)).
-		Queue("wide", 1024, processor.Leased(failing)).
-		Queue("dead", 4, processor.Leased(deadLettering), processor.MaxAttempts(1)). // deadletters_test.go
-		Queue("hold", 2, nil).                                                       // purge_test.go: never delivered
-		Start(ctx)
+		Queue("wide", 1024, processor.Leased(failing))
+	for _, q := range extra {
+		b = b.Queue(q.name, q.n, q.h, q.opts...)
+	}
+	ob, err := b.Start(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		close(release)
@@ -112,6 +121,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB) *env {
 	e.h, err = ui.New(e.admin, ui.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))),
 		ui.WithIdentity(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.h.Close()) }) // before the outbox stops and the database closes
 	e.enqueue(evilQueue, 1, "bad one")
 	e.enqueue("slow", 0, "bad slow")
 	e.enqueue("block", 0, "held")
@@ -190,16 +200,23 @@ func TestOptions(t *testing.T) {
 	t.Parallel()
 	_, err := ui.New(nil)
 	require.Error(t, err)
-	admin := &seqbox.Admin{}
+	admin, err := seqbox.NewAdmin(context.Background(), dbtest.SQLite(t), dbtest.Prefix(t)) // no tables: the sampler's reads fail, logged
+	require.NoError(t, err)
 	_, err = ui.New(admin, ui.WithLogger(nil))
 	require.ErrorContains(t, err, "nil logger")
 	_, err = ui.New(admin, ui.WithIdentity(nil))
 	require.ErrorContains(t, err, "nil func")
 	_, err = ui.New(admin, nil)
 	require.Error(t, err)
-	h, err := ui.New(admin, ui.ReadOnly(), ui.WithLogger(slog.Default()), ui.WithIdentity(func(*http.Request) string { return "x" }))
+	for _, d := range []time.Duration{0, -time.Second} {
+		_, err = ui.New(admin, ui.WithSampleInterval(d))
+		require.ErrorContains(t, err, "not positive")
+	}
+	h, err := ui.New(admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)), ui.WithIdentity(func(*http.Request) string { return "x" }),
+		ui.WithSampleInterval(time.Minute))
 	require.NoError(t, err)
-	require.NotNil(t, h)
+	require.NoError(t, h.Close())
+	require.NoError(t, h.Close(), "idempotent")
 }
 
 func TestUI(t *testing.T) {
@@ -232,7 +249,7 @@ func testUI(t *testing.T, e *env) {
 	t.Run("grid", func(t *testing.T) {
 		code, body := do(t, e.h, "GET", evilPath, nil)
 		require.Equal(t, http.StatusOK, code)
-		require.Equal(t, 4, strings.Count(body, `class="cell st-`)-4, "4 cells and the legend's 4") // legend spans
+		require.Equal(t, 4, strings.Count(body, `<a class="cell st-`), "4 cells")
 		require.Contains(t, body, `class="cell st-parked" href="../queues/`+url.PathEscape(evilQueue)+`/partitions/1"`)
 		require.Contains(t, body, `>all 4</a>`)
 		require.Contains(t, body, `>parked 1</a>`)
@@ -305,6 +322,37 @@ func testUI(t *testing.T, e *env) {
 		require.Equal(t, http.StatusMethodNotAllowed, code)
 	})
 
+	t.Run("messages", func(t *testing.T) {
+		// Behind block's held head: a hostile JSON payload and a binary one.
+		hostile := `{"x":"<script>alert(\"p\")</script>"}`
+		for _, p := range [][]byte{[]byte(hostile), {0xff, 0x00, 0x01}} {
+			_, err := e.ob.Enqueue(e.ctx, e.db, "block", outbox.Message{Key: `k<i>`, PayloadType: "t", Payload: p,
+				Headers: map[string]string{"h": `<b>"v"</b>`}})
+			require.NoError(t, err)
+		}
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			msgs, err := e.admin.Partitions().Messages(e.ctx, "block", 0, 0)
+			require.NoError(t, err)
+			if len(msgs) == 3 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the two messages are sequenced behind the head")
+			time.Sleep(10 * time.Millisecond)
+		}
+		code, body := do(t, e.h, "GET", partPath("block", "0"), nil)
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, body, `<pre class="payload">held</pre>`, "the head's payload, as text")
+		require.Contains(t, body, "Behind the head")
+		require.Contains(t, body, html.EscapeString(hostile), "the JSON payload's preview, escaped")
+		require.Contains(t, body, "<code>ff0001</code>", "the binary payload's preview, in hex")
+		require.Contains(t, body, "<code>k&lt;i&gt;</code>")
+		noScript(t, body)
+		require.NotContains(t, body, "<b>")
+		require.NotContains(t, body, "<i>")
+	})
+	t.Run("live", func(t *testing.T) { testLive(t, e) })
+
 	t.Run("refusals", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", parked, nil)
 		form := forms(body)["resume"]
@@ -339,10 +387,11 @@ func testUI(t *testing.T, e *env) {
 		stale.Set("attempts", "1")
 		code, body = do(t, e.h, "POST", parked+"/resume", stale)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: seqbox: partition changed since it was shown")
+		require.Contains(t, body, "not done: partition changed since it was shown")
 
 		ro, err := ui.New(e.admin, ui.ReadOnly(), ui.WithLogger(slog.New(slog.DiscardHandler)))
 		require.NoError(t, err)
+		defer ro.Close()
 		code, body = do(t, ro, "GET", parked, nil)
 		require.Equal(t, http.StatusOK, code)
 		require.NotContains(t, body, "<form")
@@ -398,9 +447,9 @@ func testUI(t *testing.T, e *env) {
 		// A second operator, shown the same page, is told what happened.
 		code, body = do(t, e.h, "POST", parked+"/skip", f)
 		require.Equal(t, http.StatusConflict, code)
-		require.Contains(t, body, "not done: seqbox: partition changed since it was shown (shown: parked")
+		require.Contains(t, body, "not done: partition changed since it was shown (shown: parked")
 		require.Contains(t, e.logs.String(), `"action":"skip"`)
-		require.Contains(t, e.logs.String(), `"outcome":"not done: seqbox: partition changed since it was shown`)
+		require.Contains(t, e.logs.String(), `"outcome":"not done: partition changed since it was shown`)
 
 		_, body = do(t, e.h, "GET", "/", nil)
 		require.Contains(t, body, `<span class="dl">pending 1</span>`)
@@ -470,9 +519,10 @@ func testBasePath(t *testing.T, e *env) {
 	t.Fatal("no retry form under /seqbox/")
 }
 
-// noScript: no untrusted text reached the page unescaped.
+// noScript: no untrusted text reached the page unescaped (the page's
+// own script is <script src=…>).
 func noScript(t *testing.T, body string) {
 	t.Helper()
-	require.NotContains(t, body, "<script")
+	require.NotContains(t, body, "<script>")
 	require.NotContains(t, body, `alert("`)
 }

@@ -23,8 +23,10 @@ pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id) AS incoming,
 (SELECT b.created_at FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
  WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
-FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no`),
-	DeadLetterCount:    kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters} GROUP BY partition_id, status`),
+FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
+WHERE ?pid = 0 OR pa.id = ?pid ORDER BY pa.queue, pa.partition_no`),
+	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}
+WHERE ?pid = 0 OR partition_id = ?pid GROUP BY partition_id, status`),
 	PartitionList:      partitionListSQL,
 	PartitionListQueue: partitionListQueueSQL,
 	// What an operator may act on (seqbox.Partitions): parked, or a failed
@@ -48,13 +50,13 @@ FROM {processor} WHERE partition_id = ?pid FOR UPDATE`),
 }
 
 // PartitionStats reads every partition's figures.
-func (d *mysqlDialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
-	return statsSQL.Partitions(ctx, d.Runner, d.DB())
+func (d *mysqlDialect) PartitionStats(ctx context.Context, p *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+	return statsSQL.Partitions(ctx, d.Runner, d.DB(), p.PartitionID)
 }
 
 // DeadLetterCount counts dead letters by partition and status.
-func (d *mysqlDialect) DeadLetterCount(ctx context.Context, _ *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error) {
-	return statsSQL.DeadLetters(ctx, d.Runner)
+func (d *mysqlDialect) DeadLetterCount(ctx context.Context, p *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error) {
+	return statsSQL.DeadLetters(ctx, d.Runner, p.PartitionID)
 }
 
 // ProcessorFailingList lists the parked and retrying partitions.

@@ -27,8 +27,10 @@ var statsSQL = kit.StatsSQL{
 	(SELECT b.created_at FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
 		WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
 FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
+WHERE ?pid = 0 OR pa.id = ?pid
 ORDER BY pa.queue, pa.partition_no`),
-	DeadLetterCount:    kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters} GROUP BY partition_id, status`),
+	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}
+WHERE ?pid = 0 OR partition_id = ?pid GROUP BY partition_id, status`),
 	PartitionList:      kit.Inline(`SELECT id, queue, partition_no FROM {partitions} ORDER BY queue, partition_no`),
 	PartitionListQueue: kit.Inline(`SELECT id, queue, partition_no FROM {partitions} WHERE queue = ?queue ORDER BY partition_no`),
 	// What an operator may act on: parked, or a failed head waiting for its
@@ -68,22 +70,22 @@ var statsSettingsSQL = statsSettings{
 }
 
 // PartitionStats reads every partition's backlog figures, with JIT off.
-func (d *pgDialect) PartitionStats(ctx context.Context, _ *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
+func (d *pgDialect) PartitionStats(ctx context.Context, p *dialect.PartitionStatsParams) ([]dialect.PartitionStats, error) {
 	var out []dialect.PartitionStats
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		if _, err := d.Exec(ctx, tx, statsSettingsSQL.JITOff, nil); err != nil {
 			return err
 		}
 		var err error
-		out, err = statsSQL.Partitions(ctx, d.Runner, tx)
+		out, err = statsSQL.Partitions(ctx, d.Runner, tx, p.PartitionID)
 		return err
 	})
 	return out, err
 }
 
 // DeadLetterCount counts dead letters by partition and status.
-func (d *pgDialect) DeadLetterCount(ctx context.Context, _ *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error) {
-	return statsSQL.DeadLetters(ctx, d.Runner)
+func (d *pgDialect) DeadLetterCount(ctx context.Context, p *dialect.DeadLetterCountParams) ([]dialect.DeadLetterCount, error) {
+	return statsSQL.DeadLetters(ctx, d.Runner, p.PartitionID)
 }
 
 // ProcessorFailingList lists the parked and retrying partitions.

@@ -536,6 +536,12 @@ func testPartitionConditionalAndMessages(e *Env) {
 	_, err = admin.Messages(e.Ctx, "cond", 5, 2)
 	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
 
+	one, err := ob.Admin().PartitionStats(e.Ctx, "cond", 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, partitionStats(e, ob, "cond", 0), one, "one partition's stats are its row of all")
+	_, err = ob.Admin().PartitionStats(e.Ctx, "cond", 1)
+	require.ErrorIs(e.T, err, seqbox.ErrUnknownPartition)
+
 	shown, err := admin.State(e.Ctx, "cond", 0)
 	require.NoError(e.T, err)
 	stale := shown

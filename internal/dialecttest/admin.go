@@ -146,6 +146,9 @@ func testDeadLetters(t *testing.T, open Open) {
 			{PartitionID: pids[1], Status: "discarded", Count: 1},
 			{PartitionID: pids[1], Status: "resolved", Count: 1},
 		}, out)
+		out, err = e.d.DeadLetterCount(e.ctx, &dialect.DeadLetterCountParams{PartitionID: pids[0]})
+		require.NoError(t, err)
+		require.Equal(t, []dialect.DeadLetterCount{{PartitionID: pids[0], Status: "pending", Count: 3}}, out, "one partition's")
 	})
 	update := func(p dialect.DeadLetterUpdateParams) int {
 		p.Conn = e.db

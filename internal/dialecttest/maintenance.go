@@ -199,7 +199,7 @@ func testTableVacuum(t *testing.T, open Open) {
 	require.True(t, res.Vacuumed || res.Reason != "", "vacuumed, or a reason: %+v", res)
 }
 
-// testPartitionStats: every partition's backlog figures.
+// testPartitionStats: every partition's backlog figures, and one's.
 func testPartitionStats(t *testing.T, open Open) {
 	e := newEnv(t, open)
 	stats := func() map[int64]dialect.PartitionStats {
@@ -256,4 +256,13 @@ func testPartitionStats(t *testing.T, open Open) {
 	require.False(t, s3.ParkedAt.IsZero())
 	require.Equal(t, "stuck", s3.LastError)
 	require.Equal(t, 3, s3.Partition)
+
+	for _, pid := range pids {
+		one, err := e.d.PartitionStats(e.ctx, &dialect.PartitionStatsParams{PartitionID: pid})
+		require.NoError(t, err)
+		require.Equal(t, []dialect.PartitionStats{s[pid]}, one, "one partition's figures are its row of all")
+	}
+	none, err := e.d.PartitionStats(e.ctx, &dialect.PartitionStatsParams{PartitionID: pids[3] + 1000})
+	require.NoError(t, err)
+	require.Empty(t, none)
 }

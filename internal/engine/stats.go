@@ -23,21 +23,22 @@ func (o *Outbox) Counters() outbox.Counters {
 
 // Stats reads every partition's backlog and dead letters from the database.
 func (o *Outbox) Stats(ctx context.Context) (outbox.Stats, error) {
-	ps, err := ReadStats(ctx, o.d)
+	ps, err := ReadStats(ctx, o.d, 0)
 	if err != nil {
 		return outbox.Stats{}, err
 	}
 	return outbox.Stats{Counters: o.Counters(), Partitions: ps, Queues: outbox.QueueTotals(ps)}, nil
 }
 
-// ReadStats reads every partition's backlog and dead letters from the
-// database, without a running Outbox (seqbox.Stats, the CLI's status).
-func ReadStats(ctx context.Context, s dialect.Dialect) ([]outbox.PartitionStats, error) {
-	ps, err := s.PartitionStats(ctx, &dialect.PartitionStatsParams{})
+// ReadStats reads every partition's backlog and dead letters, or one
+// partition's when partitionID is not 0, from the database, without a
+// running Outbox (seqbox.Stats, the CLI's status).
+func ReadStats(ctx context.Context, s dialect.Dialect, partitionID int64) ([]outbox.PartitionStats, error) {
+	ps, err := s.PartitionStats(ctx, &dialect.PartitionStatsParams{PartitionID: partitionID})
 	if err != nil {
 		return nil, err
 	}
-	dls, err := s.DeadLetterCount(ctx, &dialect.DeadLetterCountParams{})
+	dls, err := s.DeadLetterCount(ctx, &dialect.DeadLetterCountParams{PartitionID: partitionID})
 	if err != nil {
 		return nil, err
 	}

@@ -352,7 +352,7 @@ WHERE 0 = 0
 ORDER BY id LIMIT 100 FOR NO KEY UPDATE;
 
 -- DeadLetterSQL.Tally (inlined)
-SELECT status, COUNT(*) AS n FROM seqbox_dead_letters
+SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM seqbox_dead_letters
 WHERE 0 = 0
 	AND (1 = 1 OR id IN (11, 12))
 	AND (0 = 1 OR partition_id IN (7, 8))
@@ -468,10 +468,12 @@ SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attem
 	(SELECT b.created_at FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
 		WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
+WHERE 7 = 0 OR pa.id = 7
 ORDER BY pa.queue, pa.partition_no;
 
 -- StatsSQL.DeadLetterCount (inlined)
-SELECT partition_id, status, COUNT(*) AS n FROM seqbox_dead_letters GROUP BY partition_id, status;
+SELECT partition_id, status, COUNT(*) AS n FROM seqbox_dead_letters
+WHERE 7 = 0 OR partition_id = 7 GROUP BY partition_id, status;
 
 -- StatsSQL.PartitionList (inlined)
 SELECT id, queue, partition_no FROM seqbox_partitions ORDER BY queue, partition_no;

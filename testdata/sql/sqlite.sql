@@ -212,7 +212,7 @@ AND (9000 = 0 OR id <= 9000)
 AND id > 41 ORDER BY id LIMIT 100;
 
 -- DeadLetterSQL.Tally (inlined)
-SELECT status, COUNT(*) AS n FROM seqbox_dead_letters
+SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM seqbox_dead_letters
 WHERE 0 = 0
 AND (1 = 1 OR id IN (11, 12))
 AND (0 = 1 OR partition_id IN (7, 8))
@@ -315,10 +315,12 @@ pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id) AS incoming,
 (SELECT b.created_at FROM seqbox_incoming i JOIN seqbox_body b ON b.id = i.body_id
   WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
-FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id ORDER BY pa.queue, pa.partition_no;
+FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
+WHERE 7 = 0 OR pa.id = 7 ORDER BY pa.queue, pa.partition_no;
 
 -- StatsSQL.DeadLetterCount (inlined)
-SELECT partition_id, status, COUNT(*) AS n FROM seqbox_dead_letters GROUP BY partition_id, status;
+SELECT partition_id, status, COUNT(*) AS n FROM seqbox_dead_letters
+WHERE 7 = 0 OR partition_id = 7 GROUP BY partition_id, status;
 
 -- StatsSQL.PartitionList (inlined)
 SELECT id, queue, partition_no FROM seqbox_partitions ORDER BY queue, partition_no;

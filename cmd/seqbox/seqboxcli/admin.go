@@ -28,10 +28,16 @@ type dbFlags struct {
 }
 
 func (f *dbFlags) register(fs *flag.FlagSet) {
+	f.registerDB(fs)
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON (one document; docs/CLI.md has the schema)")
+}
+
+// registerDB registers --dsn and --prefix only, for a command that prints
+// no JSON (ui).
+func (f *dbFlags) registerDB(fs *flag.FlagSet) {
 	f.fs = fs
 	fs.StringVar(&f.dsn, "dsn", "", "database (required; default $"+EnvDSN+")")
 	fs.StringVar(&f.prefix, "prefix", dialect.DefaultPrefix, "table prefix ($"+EnvPrefix+" when set)")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON (one document; docs/CLI.md has the schema)")
 }
 
 // resolve takes from the environment what the flags did not give and

@@ -38,9 +38,11 @@ const exitHelp = `Exit codes:
   2  bad command line: unknown command or flag, bad flag value
 `
 
-const envHelp = `Environment (migrate, status, dlq, partitions, purge; a flag wins over it):
-  ` + EnvDSN + `     the database when --dsn is not given
-  ` + EnvPrefix + `  the table prefix when --prefix is not given
+const envHelp = `Environment (migrate, status, dlq, partitions, purge, ui; a flag wins over it):
+  ` + EnvDSN + `            the database when --dsn is not given
+  ` + EnvPrefix + `         the table prefix when --prefix is not given
+  ` + EnvUIToken + `       ui's --token (ps does not show the environment)
+  ` + EnvUIBasicAuth + `  ui's --basic-auth, USER:PASS
 `
 
 // streams are a command's outputs and environment.
@@ -70,6 +72,7 @@ func commands() []command {
 		{name: "dlq", summary: "list dead letters and replay, resolve, discard or purge them", run: runDLQ, usage: dlqUsage},
 		{name: "partitions", summary: "list retrying and parked partitions; resume, retry or skip their heads", run: runPartitions, usage: partitionsUsage},
 		{name: "purge", summary: "remove a queue's undelivered messages by header, e.g. a deleted tenant's (--yes)", run: runPurge, usage: purgeUsage},
+		{name: "ui", summary: "serve the operator web UI (loopback by default; --read-only; --token or --basic-auth)", run: runUI, usage: uiUsage},
 		{name: "version", summary: "print seqbox's version and the Go version it was built with", run: runVersion, usage: versionUsage},
 	}
 }

@@ -50,6 +50,8 @@ type dlqCLI struct {
 	payloadType  string
 	failedFrom   string
 	failedTo     string
+	errorText    string
+	headers      map[string]string
 	after        int64
 	limit        int
 	note         string
@@ -70,6 +72,8 @@ func dlqFlags(a dlqAction, c *dlqCLI) *flag.FlagSet {
 		fs.StringVar(&c.payloadType, "type", "", "only this payload type")
 		fs.StringVar(&c.failedFrom, "failed-from", "", "dead-lettered at or after (RFC 3339, or a duration ago: 24h)")
 		fs.StringVar(&c.failedTo, "failed-to", "", "dead-lettered before (RFC 3339, or a duration ago)")
+		fs.StringVar(&c.errorText, "error", "", "only letters whose last error contains this text (case-sensitive)")
+		headerFlag(fs, &c.headers, "name=value the letter's headers must hold (repeat: all must match)")
 	}
 	switch a.name {
 	case "list":
@@ -210,7 +214,7 @@ func nextStep(err error) string {
 // selection turns the flags into the API's selection and filter.
 func (c *dlqCLI) selection(a dlqAction) (deadletter.Selection, deadletter.Filter, error) {
 	var f deadletter.Filter
-	f.Queue, f.PayloadType = c.queue, c.payloadType
+	f.Queue, f.PayloadType, f.ErrorContains, f.Headers = c.queue, c.payloadType, c.errorText, c.headers
 	if c.partitions != "" {
 		var err error
 		if f.Partitions, err = parsePartitions(c.partitions); err != nil {
@@ -240,6 +244,9 @@ func (c *dlqCLI) selection(a dlqAction) (deadletter.Selection, deadletter.Filter
 	}
 	if !f.FailedFrom.IsZero() && !f.FailedTo.IsZero() && !f.FailedFrom.Before(f.FailedTo) {
 		return deadletter.Selection{}, f, errors.New("--failed-from must be before --failed-to")
+	}
+	if err := f.Validate(); err != nil {
+		return deadletter.Selection{}, f, err
 	}
 	if a.name == "purge" {
 		for _, st := range f.Statuses {

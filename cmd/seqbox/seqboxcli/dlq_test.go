@@ -107,6 +107,12 @@ func testDLQCommands(t *testing.T, dsn string) {
 	out, _ = dlq(seqboxcli.ExitOK, "list", "--queue", "cli")
 	require.Contains(t, out, "cannot handle bad1")
 	require.Contains(t, out, "LAST ERROR")
+	out, _ = dlq(seqboxcli.ExitOK, "count", "--error", "handle bad2", "--json")
+	require.Contains(t, out, `"pending": 1`, "by error text")
+	out, _ = dlq(seqboxcli.ExitOK, "count", "--error", "HANDLE", "--json")
+	require.Contains(t, out, `"total": 0`, "error text is case-sensitive")
+	out, _ = dlq(seqboxcli.ExitOK, "count", "--header", "no=such", "--json")
+	require.Contains(t, out, `"total": 0`, "by header: these letters have none")
 	out, _ = dlq(seqboxcli.ExitOK, "list", "--queue", "cli", "--partition", "1", "--json", "--payloads")
 	var page seqboxcli.DLQListJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &page))
@@ -177,6 +183,8 @@ func TestDLQUsage(t *testing.T) {
 		{[]string{"dlq", "list", "--dsn", "sqlite:x.db", "--partition", "1"}, seqboxcli.ExitUsage, "needs --queue"},
 		{[]string{"dlq", "list", "--dsn", "sqlite:x.db", "--failed-from", "yesterday"}, seqboxcli.ExitUsage, "--failed-from"},
 		{[]string{"dlq", "show", "--dsn", "sqlite:x.db", "nope"}, seqboxcli.ExitUsage, "invalid message id"},
+		{[]string{"dlq", "count", "--dsn", "sqlite:x.db", "--header", "novalue"}, seqboxcli.ExitUsage, "want name=value"},
+		{[]string{"dlq", "count", "--dsn", "sqlite:x.db", "--error", "a\x00b"}, seqboxcli.ExitUsage, "without NUL"},
 		{[]string{"dlq", "show", "--dsn", "sqlite:x.db"}, seqboxcli.ExitUsage, "want 1 argument"},
 		{[]string{"dlq", "list", "--dsn", "redis://x"}, seqboxcli.ExitUsage, "invalid DSN"},
 	} {

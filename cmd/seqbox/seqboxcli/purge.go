@@ -23,22 +23,27 @@ func purgeFlags(c *purgeCLI) *flag.FlagSet {
 	fs := flag.NewFlagSet("seqbox purge", flag.ContinueOnError)
 	c.register(fs)
 	fs.StringVar(&c.queue, "queue", "", "the queue (required)")
-	fs.Func("header", "name=value a message's headers must hold (required; repeat: all must match)", func(v string) error {
+	headerFlag(fs, &c.headers, "name=value a message's headers must hold (required; repeat: all must match)")
+	fs.BoolVar(&c.yes, "yes", false, "do it (without it, print what would be removed)")
+	return fs
+}
+
+// headerFlag registers --header name=value, repeatable, into *headers.
+func headerFlag(fs *flag.FlagSet, headers *map[string]string, usage string) {
+	fs.Func("header", usage, func(v string) error {
 		name, value, ok := strings.Cut(v, "=")
 		if !ok || name == "" {
 			return errors.New("want name=value")
 		}
-		if _, dup := c.headers[name]; dup {
+		if _, dup := (*headers)[name]; dup {
 			return fmt.Errorf("header %q given twice", name)
 		}
-		if c.headers == nil {
-			c.headers = map[string]string{}
+		if *headers == nil {
+			*headers = map[string]string{}
 		}
-		c.headers[name] = value
+		(*headers)[name] = value
 		return nil
 	})
-	fs.BoolVar(&c.yes, "yes", false, "do it (without it, print what would be removed)")
-	return fs
 }
 
 func purgeUsage(w io.Writer) {

@@ -48,9 +48,9 @@ type partitionStatsRow struct {
 }
 
 // Partitions reads every partition's backlog figures on conn.
-func (s *StatsSQL) Partitions(ctx context.Context, r *Runner, conn bun.IConn) ([]dialect.PartitionStats, error) {
+func (s *StatsSQL) Partitions(ctx context.Context, r *Runner, conn bun.IConn, partitionID int64) ([]dialect.PartitionStats, error) {
 	var rows []partitionStatsRow
-	if err := r.Query(ctx, conn, s.PartitionStats, nil, &rows); err != nil {
+	if err := r.Query(ctx, conn, s.PartitionStats, Args{"pid": partitionID}, &rows); err != nil {
 		return nil, err
 	}
 	out := make([]dialect.PartitionStats, len(rows))
@@ -83,13 +83,13 @@ func (s *StatsSQL) Partitions(ctx context.Context, r *Runner, conn bun.IConn) ([
 }
 
 // DeadLetters counts dead letters by partition and status.
-func (s *StatsSQL) DeadLetters(ctx context.Context, r *Runner) ([]dialect.DeadLetterCount, error) {
+func (s *StatsSQL) DeadLetters(ctx context.Context, r *Runner, partitionID int64) ([]dialect.DeadLetterCount, error) {
 	var rows []struct {
 		PartitionID int64  `bun:"partition_id"`
 		Status      string `bun:"status"`
 		Count       int64  `bun:"n"`
 	}
-	if err := r.Query(ctx, r.DB(), s.DeadLetterCount, nil, &rows); err != nil {
+	if err := r.Query(ctx, r.DB(), s.DeadLetterCount, Args{"pid": partitionID}, &rows); err != nil {
 		return nil, err
 	}
 	out := make([]dialect.DeadLetterCount, len(rows))
