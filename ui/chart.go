@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -118,8 +119,9 @@ func num(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) }
 func formatCount(f float64) string { return strconv.FormatInt(int64(f), 10) }
 
 func formatRate(f float64) string {
-	if f < 10 {
-		return strconv.FormatFloat(f, 'f', 1, 64)
+	// Rounded first, so 9.96 reads "10", as 10.2 does, not "10.0".
+	if r := math.Round(f*10) / 10; r < 10 {
+		return strconv.FormatFloat(r, 'f', 1, 64)
 	}
 	return strconv.FormatFloat(f, 'f', 0, 64)
 }

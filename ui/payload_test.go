@@ -44,3 +44,10 @@ func TestLagClass(t *testing.T) {
 	}
 	require.Empty(t, lagClass(outbox.PartitionStats{}, now), "no backlog, no lag")
 }
+
+func TestFormatRate(t *testing.T) {
+	t.Parallel()
+	for f, want := range map[float64]string{0: "0.0", 0.04: "0.0", 2.345: "2.3", 9.94: "9.9", 9.96: "10", 10.2: "10", 55.5: "56", 1234: "1234"} {
+		require.Equal(t, want, formatRate(f), "%v", f)
+	}
+}

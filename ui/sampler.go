@@ -119,16 +119,22 @@ type sampler struct {
 }
 
 func newSampler(src statsSource, interval time.Duration, log *slog.Logger, now func() time.Time) *sampler {
-	window := min(chartWindow, interval*maxSlots)
-	return &sampler{
-		src: src, interval: interval, window: window,
-		// One slot more than the window holds, so a full window of
-		// intervals has both its ends; two at least, to draw a line.
-		slots: min(max(int(window/interval)+1, 2), maxSlots),
-		log:   log, now: now,
+	s := &sampler{
+		src: src, interval: interval,
+		log: log, now: now,
 		queues: map[string]*series{},
 		done:   make(chan struct{}),
 	}
+	s.setWindow(min(chartWindow, interval*maxSlots))
+	return s
+}
+
+// setWindow sets how far back the charts reach, before start.
+func (s *sampler) setWindow(window time.Duration) {
+	s.window = window
+	// One slot more than the window holds, so a full window of
+	// intervals has both its ends; two at least, to draw a line.
+	s.slots = min(max(int(window/s.interval)+1, 2), maxSlots)
 }
 
 // start runs the sampler: a read now, then one per tick, until stop.

@@ -63,6 +63,10 @@ type config struct {
 	log            *slog.Logger
 	identity       func(*http.Request) string
 	sampleInterval time.Duration
+	// chartWindow, when set, replaces the charts' hour: only the
+	// screenshot generator sets it (export_test.go), to draw an hour's
+	// shapes from seconds of traffic.
+	chartWindow time.Duration
 }
 
 // liveRefresh is how often a visible page polls its live regions.
@@ -189,6 +193,9 @@ func New(admin *seqbox.Admin, opts ...Option) (*Handler, error) {
 	mux.HandleFunc("POST /purge", h.doPurge)
 	h.mux = mux
 	h.sampler = newSampler(admin, h.sampleInterval, h.log, time.Now)
+	if h.chartWindow > 0 {
+		h.sampler.setWindow(h.chartWindow)
+	}
 	t := time.NewTicker(h.sampleInterval)
 	h.sampler.start(t.C, t.Stop)
 	return &Handler{h}, nil
