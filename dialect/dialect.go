@@ -113,6 +113,10 @@ type Dialect interface {
 	// processor passes over them), up to Limit of each, in one transaction
 	// holding the partition's sequencer and processor rows.
 	PurgePartition(ctx context.Context, params *PurgeParams) (PurgeResult, error)
+	// PurgePreview counts what PurgePartition would take from each
+	// partition of a queue, by partition id (partitions with nothing to
+	// take may be absent).
+	PurgePreview(ctx context.Context, params *PurgePreviewParams) (map[int64]PurgeResult, error)
 	// DedupClaim claims each key for its message on params.Conn, before the
 	// messages are written, and returns per claim the id that holds the
 	// key: the claim's own (a new key, or an expired one taken over) or the

@@ -73,8 +73,15 @@ type PurgeParams struct {
 	// delivered, and are left to that delivery (counted as InFlight);
 	// LeaseWindow is that limit for a lease that did not record one.
 	LeaseWindow int
-	// DryRun counts what a purge would take, changing nothing.
-	DryRun bool
+}
+
+// PurgePreviewParams counts, for every partition of Queue, the messages a
+// purge by Headers would take now, changing nothing, in one statement:
+// one snapshot, so a message the sequencer moves meanwhile is counted once.
+type PurgePreviewParams struct {
+	Queue       string
+	Headers     []Header
+	LeaseWindow int // as PurgeParams.LeaseWindow
 }
 
 // Header is one header name and value.

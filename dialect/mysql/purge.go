@@ -16,16 +16,25 @@ import (
 var purgeSQL = kit.PurgeSQL{
 	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR UPDATE`),
 	// lease_window: how far past the cursor a live lease's batch may reach.
-	ReadProcessor: kit.Inline(`SELECT processed_seq,
-CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
-FROM {processor} WHERE partition_id = ?pid`),
 	LockProcessor: kit.Inline(`SELECT processed_seq,
 CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid FOR UPDATE`),
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
 WHERE i.partition_id = ?pid AND JSON_CONTAINS(b.headers, ?headers) ORDER BY i.id LIMIT ?limit`),
-	CountIncoming: kit.Inline(`SELECT COUNT(*) FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
-WHERE i.partition_id = ?pid AND JSON_CONTAINS(b.headers, ?headers)`),
+	// Counts: one statement, so one snapshot: a message the sequencer
+	// moves meanwhile is counted in one stage, not both.
+	Counts: kit.Inline(`SELECT p.id AS partition_id,
+	(SELECT COUNT(*) FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
+		WHERE i.partition_id = p.id AND JSON_CONTAINS(b.headers, ?headers)) AS incoming,
+	(SELECT COUNT(*) FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers)) AS in_flight,
+	(SELECT COUNT(*) FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers)) AS outgoing
+FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > UTC_TIMESTAMP(6)
+		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
+	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
+ORDER BY p.id`),
 	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers) ORDER BY o.seq LIMIT ?limit`),
 	CountOutgoing: kit.Inline(`SELECT COUNT(*) FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
@@ -45,4 +54,10 @@ WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged =
 // partition in one transaction.
 func (d *mysqlDialect) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
 	return purgeSQL.Partition(ctx, d.Runner, p)
+}
+
+// PurgePreview counts what a purge would take from each partition of a
+// queue, in one statement; see dialect.Dialect.
+func (d *mysqlDialect) PurgePreview(ctx context.Context, p *dialect.PurgePreviewParams) (map[int64]dialect.PurgeResult, error) {
+	return purgeSQL.Preview(ctx, d.Runner, p)
 }

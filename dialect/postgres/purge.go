@@ -15,10 +15,6 @@ import (
 var purgeSQL = kit.PurgeSQL{
 	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR NO KEY UPDATE`),
 	// lease_window: how far past the cursor a live lease's batch may reach.
-	ReadProcessor: kit.Inline(`SELECT processed_seq,
-	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
-		THEN COALESCE(lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
-FROM {processor} WHERE partition_id = ?pid`),
 	LockProcessor: kit.Inline(`SELECT processed_seq,
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
 		THEN COALESCE(lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
@@ -27,9 +23,20 @@ FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
 WHERE i.partition_id = ?pid AND b.headers::jsonb @> CAST(?headers AS jsonb)
 ORDER BY i.id LIMIT ?limit`),
-	CountIncoming: kit.Inline(`SELECT COUNT(*) FROM {incoming} i
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
-WHERE i.partition_id = ?pid AND b.headers::jsonb @> CAST(?headers AS jsonb)`),
+	// Counts: one statement, so one snapshot: a message the sequencer
+	// moves meanwhile is counted in one stage, not both.
+	Counts: kit.Inline(`SELECT p.id AS partition_id,
+	(SELECT COUNT(*) FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
+		WHERE i.partition_id = p.id AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS incoming,
+	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS in_flight,
+	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS outgoing
+FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
+		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
+	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
+ORDER BY p.id`),
 	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)
@@ -53,4 +60,10 @@ WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged =
 // transaction; see dialect.Dialect.
 func (d *pgDialect) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
 	return purgeSQL.Partition(ctx, d.Runner, p)
+}
+
+// PurgePreview counts what a purge would take from each partition of a
+// queue, in one statement; see dialect.Dialect.
+func (d *pgDialect) PurgePreview(ctx context.Context, p *dialect.PurgePreviewParams) (map[int64]dialect.PurgeResult, error) {
+	return purgeSQL.Preview(ctx, d.Runner, p)
 }

@@ -18,9 +18,6 @@ var purgeSQL = kit.PurgeSQL{
 	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid`),
 	// lease_window: how far past the cursor a live lease's batch may reach
 	// (a lease from before lease_limit existed: the largest batch).
-	ReadProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
-THEN COALESCE(lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
-FROM {processor} WHERE partition_id = ?pid`),
 	LockProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
 THEN COALESCE(lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid`),
@@ -29,10 +26,23 @@ WHERE i.partition_id = ?pid
 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
   WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
 ORDER BY i.id LIMIT ?limit`),
-	CountIncoming: kit.Inline(`SELECT COUNT(*) FROM {incoming} i JOIN {body} b ON b.id = i.body_id
-WHERE i.partition_id = ?pid
-AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))`),
+	// Counts: one statement, so one snapshot: a message the sequencer
+	// moves meanwhile is counted in one stage, not both.
+	Counts: kit.Inline(`SELECT p.id AS partition_id,
+	(SELECT COUNT(*) FROM {incoming} i JOIN {body} b ON b.id = i.body_id
+		WHERE i.partition_id = p.id AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS incoming,
+	(SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS in_flight,
+	(SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
+			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS outgoing
+FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
+		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
+	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
+ORDER BY p.id`),
 	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0
 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
@@ -57,4 +67,10 @@ AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
 // partition in one transaction.
 func (d *sqliteDialect) PurgePartition(ctx context.Context, p *dialect.PurgeParams) (dialect.PurgeResult, error) {
 	return purgeSQL.Partition(ctx, d.Runner, p)
+}
+
+// PurgePreview counts what a purge would take from each partition of a
+// queue, in one statement; see dialect.Dialect.
+func (d *sqliteDialect) PurgePreview(ctx context.Context, p *dialect.PurgePreviewParams) (map[int64]dialect.PurgeResult, error) {
+	return purgeSQL.Preview(ctx, d.Runner, p)
 }

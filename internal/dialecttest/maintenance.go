@@ -22,6 +22,12 @@ func testPurgePartition(t *testing.T, open Open) {
 		return res
 	}
 	tenant := func(v string) []dialect.Header { return []dialect.Header{{Key: "tenant", Value: v}} }
+	// preview is PurgePreview's count of pid, of the queue pid is in.
+	preview := func(pid int64, hs []dialect.Header, window int) dialect.PurgeResult {
+		out, err := e.d.PurgePreview(e.ctx, &dialect.PurgePreviewParams{Queue: e.queueName(pid), Headers: hs, LeaseWindow: window})
+		require.NoError(t, err)
+		return out[pid]
+	}
 	// enqueue writes a line of headers (tenant a or b, region x) for pid.
 	enqueue := func(pid int64, tenants ...string) []dialect.MessageID {
 		rs := rows(pid, len(tenants))
@@ -37,7 +43,7 @@ func testPurgePartition(t *testing.T, open Open) {
 			require.Equal(t, dialect.PurgeResult{}, purge(dialect.PurgeParams{PartitionID: 1 << 40, Headers: tenant("a"), Limit: 10}))
 		})
 	})
-	t.Run("DryRunAndPurge", func(t *testing.T) {
+	t.Run("PreviewAndPurge", func(t *testing.T) {
 		e := e.with(t)
 		pid := e.queue(1)[0]
 		seqd := enqueue(pid, "a", "b", "a", "a") // seqs 1..4
@@ -46,12 +52,12 @@ func testPurgePartition(t *testing.T, open Open) {
 		// A live lease of 2 from seq 0: seqs 1 and 2 may be in flight.
 		require.True(t, e.lease(pid, "o", 2).Leased)
 
-		e.unchanged("a dry run", func() {
-			res := purge(dialect.PurgeParams{PartitionID: pid, Headers: tenant("a"), Limit: 100, LeaseWindow: 50, DryRun: true})
+		e.unchanged("a preview", func() {
+			res := preview(pid, tenant("a"), 50)
 			require.Equal(t, dialect.PurgeResult{Incoming: 2, Outgoing: 2, InFlight: 1}, res)
-			res = purge(dialect.PurgeParams{PartitionID: pid, Headers: []dialect.Header{{Key: "tenant", Value: "a"}, {Key: "region", Value: "y"}}, Limit: 100, DryRun: true})
+			res = preview(pid, []dialect.Header{{Key: "tenant", Value: "a"}, {Key: "region", Value: "y"}}, 50)
 			require.Equal(t, dialect.PurgeResult{}, res, "every header must match")
-			res = purge(dialect.PurgeParams{PartitionID: pid, Headers: tenant("nobody"), Limit: 100, DryRun: true})
+			res = preview(pid, tenant("nobody"), 50)
 			require.Equal(t, dialect.PurgeResult{}, res)
 		})
 
@@ -103,11 +109,11 @@ func testPurgePartition(t *testing.T, open Open) {
 		require.True(t, e.lease(pid, "o", 1).Leased)
 		_, err := e.db.NewRaw("UPDATE ? SET lease_limit = NULL WHERE partition_id = ?", bun.Ident(e.tb.Processor), pid).Exec(e.ctx)
 		require.NoError(t, err)
-		res := purge(dialect.PurgeParams{PartitionID: pid, Headers: tenant("a"), Limit: 10, LeaseWindow: 3, DryRun: true})
+		res := preview(pid, tenant("a"), 3)
 		require.Equal(t, dialect.PurgeResult{Outgoing: 1, InFlight: 3}, res)
 		// Expired: no window.
 		e.expireLease(pid)
-		res = purge(dialect.PurgeParams{PartitionID: pid, Headers: tenant("a"), Limit: 10, LeaseWindow: 3, DryRun: true})
+		res = preview(pid, tenant("a"), 3)
 		require.Equal(t, dialect.PurgeResult{Outgoing: 4}, res)
 	})
 }

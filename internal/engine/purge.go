@@ -17,6 +17,7 @@ import (
 type PurgeStore interface {
 	PartitionList(ctx context.Context, params *dialect.PartitionListParams) ([]dialect.PartitionInfo, error)
 	PurgePartition(ctx context.Context, params *dialect.PurgeParams) (dialect.PurgeResult, error)
+	PurgePreview(ctx context.Context, params *dialect.PurgePreviewParams) (map[int64]dialect.PurgeResult, error)
 }
 
 // purgeChunk bounds the rows of each stage in one purge transaction.
@@ -31,34 +32,13 @@ const purgeChunk = 1000
 // purged (and counted here) or delivered, never both. If ctx ends first,
 // Purge returns what it did with the context's error.
 func Purge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, error) {
-	return purge(ctx, s, queue, f, false)
-}
-
-// PreviewPurge counts what Purge would remove now, changing nothing.
-func PreviewPurge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, error) {
-	return purge(ctx, s, queue, f, true)
-}
-
-func purge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter, dryRun bool) (outbox.PurgeResult, error) {
-	res := outbox.PurgeResult{Queue: queue}
-	if err := outbox.ValidateQueueName(queue); err != nil {
-		return res, err
-	}
-	if err := f.Validate(); err != nil {
-		return res, err
-	}
-	parts, err := s.PartitionList(ctx, &dialect.PartitionListParams{Queue: queue})
+	res, parts, headers, err := purgeStart(ctx, s, queue, f)
 	if err != nil {
 		return res, err
 	}
-	if len(parts) == 0 {
-		return res, &outbox.QueueError{Queue: queue}
-	}
-	headers := purgeHeaders(f)
 	for _, part := range parts {
 		pp := outbox.PartitionPurge{Partition: part.Partition}
-		params := &dialect.PurgeParams{PartitionID: part.ID, Headers: headers, Limit: purgeChunk,
-			LeaseWindow: handling.BatchSizeMax, DryRun: dryRun}
+		params := &dialect.PurgeParams{PartitionID: part.ID, Headers: headers, Limit: purgeChunk, LeaseWindow: handling.BatchSizeMax}
 		for attempt := 1; ; {
 			r, err := s.PurgePartition(ctx, params)
 			pp.Incoming += r.Incoming
@@ -71,7 +51,7 @@ func purge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter
 			if r.More {
 				continue
 			}
-			if dryRun || r.InFlight == 0 {
+			if r.InFlight == 0 {
 				break
 			}
 			// A live lease may hold matching messages: let its delivery
@@ -86,6 +66,43 @@ func purge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter
 		addPurge(&res, pp)
 	}
 	return res, nil
+}
+
+// PreviewPurge counts what Purge would remove now, changing nothing, in
+// one statement over the queue's partitions (one snapshot).
+func PreviewPurge(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, error) {
+	res, parts, headers, err := purgeStart(ctx, s, queue, f)
+	if err != nil {
+		return res, err
+	}
+	counts, err := s.PurgePreview(ctx, &dialect.PurgePreviewParams{Queue: queue, Headers: headers, LeaseWindow: handling.BatchSizeMax})
+	if err != nil {
+		return res, dialect.Wrap(err, fmt.Sprintf("preview purge of %s", queue))
+	}
+	for _, part := range parts {
+		c := counts[part.ID]
+		addPurge(&res, outbox.PartitionPurge{Partition: part.Partition, Incoming: c.Incoming, Outgoing: c.Outgoing, InFlight: c.InFlight})
+	}
+	return res, nil
+}
+
+// purgeStart checks the queue and filter and lists the queue's partitions.
+func purgeStart(ctx context.Context, s PurgeStore, queue string, f outbox.PurgeFilter) (outbox.PurgeResult, []dialect.PartitionInfo, []dialect.Header, error) {
+	res := outbox.PurgeResult{Queue: queue}
+	if err := outbox.ValidateQueueName(queue); err != nil {
+		return res, nil, nil, err
+	}
+	if err := f.Validate(); err != nil {
+		return res, nil, nil, err
+	}
+	parts, err := s.PartitionList(ctx, &dialect.PartitionListParams{Queue: queue})
+	if err != nil {
+		return res, nil, nil, err
+	}
+	if len(parts) == 0 {
+		return res, nil, nil, &outbox.QueueError{Queue: queue}
+	}
+	return res, parts, purgeHeaders(f), nil
 }
 
 func addPurge(r *outbox.PurgeResult, pp outbox.PartitionPurge) {

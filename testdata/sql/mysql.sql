@@ -271,11 +271,6 @@ DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
 -- PurgeSQL.LockPartition (inlined)
 SELECT sequence FROM seqbox_partitions WHERE id = 7 FOR UPDATE;
 
--- PurgeSQL.ReadProcessor (inlined)
-SELECT processed_seq,
-CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(100 AS SIGNED)) ELSE 0 END AS lease_window
-FROM seqbox_processor WHERE partition_id = 7;
-
 -- PurgeSQL.LockProcessor (inlined)
 SELECT processed_seq,
 CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(100 AS SIGNED)) ELSE 0 END AS lease_window
@@ -285,9 +280,19 @@ FROM seqbox_processor WHERE partition_id = 7 FOR UPDATE;
 SELECT i.id, i.body_id FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
 WHERE i.partition_id = 7 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY i.id LIMIT 100;
 
--- PurgeSQL.CountIncoming (inlined)
-SELECT COUNT(*) FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
-WHERE i.partition_id = 7 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}');
+-- PurgeSQL.Counts (inlined)
+SELECT p.id AS partition_id,
+	(SELECT COUNT(*) FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
+		WHERE i.partition_id = p.id AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS incoming,
+	(SELECT COUNT(*) FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS in_flight,
+	(SELECT COUNT(*) FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS outgoing
+FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > UTC_TIMESTAMP(6)
+		THEN COALESCE(pr.lease_limit, CAST(100 AS SIGNED)) ELSE 0 END AS lease_window
+	FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id WHERE pa.queue = 'orders') p
+ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
 SELECT o.seq, o.body_id FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id

@@ -382,12 +382,6 @@ DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
 -- PurgeSQL.LockPartition (inlined)
 SELECT sequence FROM seqbox_partitions WHERE id = 7 FOR NO KEY UPDATE;
 
--- PurgeSQL.ReadProcessor (inlined)
-SELECT processed_seq,
-	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
-		THEN COALESCE(lease_limit, CAST(100 AS BIGINT)) ELSE 0 END AS lease_window
-FROM seqbox_processor WHERE partition_id = 7;
-
 -- PurgeSQL.LockProcessor (inlined)
 SELECT processed_seq,
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
@@ -400,10 +394,19 @@ CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
 WHERE i.partition_id = 7 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
 ORDER BY i.id LIMIT 100;
 
--- PurgeSQL.CountIncoming (inlined)
-SELECT COUNT(*) FROM seqbox_incoming i
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
-WHERE i.partition_id = 7 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb);
+-- PurgeSQL.Counts (inlined)
+SELECT p.id AS partition_id,
+	(SELECT COUNT(*) FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
+		WHERE i.partition_id = p.id AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS incoming,
+	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS in_flight,
+	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS outgoing
+FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
+		THEN COALESCE(pr.lease_limit, CAST(100 AS BIGINT)) ELSE 0 END AS lease_window
+	FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id WHERE pa.queue = 'orders') p
+ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
 SELECT o.seq, o.body_id FROM seqbox_outgoing o

@@ -15,16 +15,18 @@ import (
 type PurgeSQL struct {
 	// LockPartition row-locks partition ?pid's row, waiting: sequence.
 	LockPartition *Stmt
-	// ReadProcessor reads partition ?pid's processed_seq and lease_window:
-	// how far past the cursor a live lease's batch may reach (a lease from
-	// before lease_limit existed: ?largest_batch), 0 without a live lease.
-	// LockProcessor also row-locks it, waiting.
-	ReadProcessor *Stmt
+	// LockProcessor row-locks partition ?pid's processor row, waiting, and
+	// reads its processed_seq and lease_window: how far past the cursor a
+	// live lease's batch may reach (a lease from before lease_limit
+	// existed: ?largest_batch), 0 without a live lease.
 	LockProcessor *Stmt
 	// Incoming reads partition ?pid's matching incoming rows, up to
-	// ?limit, in id order: id, body_id. CountIncoming counts them all.
-	Incoming      *Stmt
-	CountIncoming *Stmt
+	// ?limit, in id order: id, body_id.
+	Incoming *Stmt
+	// Counts counts, in one statement, each partition of queue ?queue's
+	// matching messages: partition_id, incoming, in_flight (sequenced,
+	// within the lease window past the cursor), outgoing (beyond it).
+	Counts *Stmt
 	// Outgoing reads partition ?pid's matching, untombstoned outgoing rows
 	// after seq ?after, up to ?limit, in seq order: seq, body_id.
 	// CountOutgoing counts those in (?after, ?upto].
@@ -61,6 +63,29 @@ func headersArg(hs []dialect.Header) (string, bool) {
 	return string(b), true
 }
 
+// Preview counts what a purge would take from each partition of a queue,
+// in one statement and so one snapshot, changing nothing.
+func (s *PurgeSQL) Preview(ctx context.Context, r *Runner, p *dialect.PurgePreviewParams) (map[int64]dialect.PurgeResult, error) {
+	headers, satisfiable := headersArg(p.Headers)
+	if !satisfiable {
+		return nil, nil
+	}
+	var rows []struct {
+		PartitionID int64 `bun:"partition_id"`
+		Incoming    int   `bun:"incoming"`
+		InFlight    int   `bun:"in_flight"`
+		Outgoing    int   `bun:"outgoing"`
+	}
+	if err := r.Query(ctx, r.DB(), s.Counts, Args{"queue": p.Queue, "headers": headers, "largest_batch": p.LeaseWindow}, &rows); err != nil {
+		return nil, err
+	}
+	out := make(map[int64]dialect.PurgeResult, len(rows))
+	for _, row := range rows {
+		out[row.PartitionID] = dialect.PurgeResult{Incoming: row.Incoming, InFlight: row.InFlight, Outgoing: row.Outgoing}
+	}
+	return out, nil
+}
+
 // Partition purges up to p.Limit messages of each stage in one
 // transaction. The partition row lock keeps the sequencer from moving rows
 // meanwhile, the processor row lock keeps a lease from being taken or
@@ -76,20 +101,14 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.PurgeResult{}
 		var seq []int64
-		if !p.DryRun {
-			if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": pid}, &seq); err != nil {
-				return err
-			}
+		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": pid}, &seq); err != nil {
+			return err
 		}
 		var procs []struct {
 			ProcessedSeq int64 `bun:"processed_seq"`
 			LeaseWindow  int64 `bun:"lease_window"`
 		}
-		lockProc := s.LockProcessor
-		if p.DryRun {
-			lockProc = s.ReadProcessor
-		}
-		if err := r.Query(ctx, tx, lockProc, Args{"pid": pid, "largest_batch": p.LeaseWindow}, &procs); err != nil {
+		if err := r.Query(ctx, tx, s.LockProcessor, Args{"pid": pid, "largest_batch": p.LeaseWindow}, &procs); err != nil {
 			return err
 		}
 		if len(procs) == 0 {
@@ -102,13 +121,6 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 				&res.InFlight); err != nil {
 				return err
 			}
-		}
-		if p.DryRun {
-			if err := r.Query(ctx, tx, s.CountIncoming, Args{"pid": pid, "headers": headers}, &res.Incoming); err != nil {
-				return err
-			}
-			const noEnd = int64(1<<63 - 1)
-			return r.Query(ctx, tx, s.CountOutgoing, Args{"pid": pid, "after": bound, "upto": noEnd, "headers": headers}, &res.Outgoing)
 		}
 
 		var in []struct {
