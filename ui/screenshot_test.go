@@ -41,9 +41,10 @@ import (
 // On SQLite it builds a believable shotScene, two queues under steady traffic
 // of varying rate, slow partitions, a parked one, a retrying one and some
 // dead letters, waits until the charts span their window, and has
-// e2e/screenshot.mjs save overview.png, overview-dark.png, queue.png and
-// partition.png. The charts' window is shrunk to the scene's seconds
-// (ui.WithChartWindow, export_test.go), so they show an hour's shapes.
+// e2e/screenshot.mjs save overview.png, overview-dark.png, queue.png,
+// partition.png and deadletters.png. The charts' window is shrunk to the
+// scene's seconds (ui.WithChartWindow, export_test.go), so they show an
+// hour's shapes.
 func TestScreenshots(t *testing.T) {
 	dir := os.Getenv("SEQBOX_UI_SCREENSHOTS")
 	if dir == "" {
@@ -66,7 +67,7 @@ func TestScreenshots(t *testing.T) {
 	t.Cleanup(srv.Close)
 	b := &browserEnv{node: node, db: "sqlite", url: srv.URL + mount}
 	b.run(t, "screenshot.mjs", map[string]string{"OUT": dir, "QUEUE": "orders", "PARTITION": strconv.Itoa(sc.parked)})
-	for _, name := range []string{"overview.png", "overview-dark.png", "queue.png", "partition.png"} {
+	for _, name := range []string{"overview.png", "overview-dark.png", "queue.png", "partition.png", "deadletters.png"} {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		require.NoError(t, err)
 		t.Logf("%s: %d bytes", filepath.Join(dir, name), fi.Size())

@@ -4,8 +4,6 @@
 // only uses the UI as an operator would (docs/ARCHITECTURE.md, "The web UI").
 // No sleeps: every wait is on something the page shows, with a deadline.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
 
 // timeout bounds every wait of a scenario.
 export const timeout = 20_000;
@@ -125,11 +123,3 @@ export async function submit(page, button) {
   return response;
 }
 
-// screenshot saves a full-page screenshot as $SEQBOX_UI_SCREENSHOTS/<db>-<name>.png,
-// only when that variable is set.
-export async function screenshot(page, name) {
-  const dir = process.env.SEQBOX_UI_SCREENSHOTS;
-  if (!dir) return;
-  mkdirSync(dir, { recursive: true });
-  await page.screenshot({ path: join(dir, `${process.env.E2E_DB || 'ui'}-${name}.png`), fullPage: true });
-}

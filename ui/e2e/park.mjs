@@ -1,7 +1,7 @@
 // Park, resume, drain: an operator finds the parked partition from the
 // overview, reads its poison message's error (markup shown as text),
 // resumes it (Go fixed the handler first) and watches it drain.
-import { scenario, param, assert, definition, watch, submit, screenshot, base } from './lib.mjs';
+import { scenario, param, assert, definition, watch, submit, base } from './lib.mjs';
 
 const queue = param('QUEUE');
 const partition = param('PARTITION');
@@ -18,7 +18,6 @@ await scenario('park', async ({ open }) => {
   const row = failing.getByRole('row').filter({ has: page.getByRole('link', { name: partition, exact: true }) });
   await row.getByText('parked', { exact: true }).waitFor();
   await row.getByText(error).waitFor();
-  await screenshot(page, 'overview');
 
   await row.getByRole('link', { name: partition, exact: true }).click();
   await page.getByRole('heading', { level: 1, name: `${queue} / partition ${partition}` }).waitFor();
@@ -29,7 +28,6 @@ await scenario('park', async ({ open }) => {
   const backlog = await definition(page, 'Backlog').textContent();
   const m = /(\d+) incoming, (\d+) unprocessed/.exec(backlog);
   assert(m && Number(m[1]) + Number(m[2]) === count, `backlog ${JSON.stringify(backlog)}, want ${count} messages`);
-  await screenshot(page, 'partition');
 
   const resp = await submit(page, page.getByRole('button', { name: 'Resume', exact: true }));
   assert(resp.status() < 400, `Resume: ${resp.status()}`);

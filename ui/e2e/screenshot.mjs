@@ -1,6 +1,6 @@
 // The README's screenshots, taken by ui/screenshot_test.go's TestScreenshots
 // once its scene is set: full-page PNGs at 1280 px wide of the overview (light
-// and dark), a queue's partition grid and a parked partition, written to
+// and dark), a queue's partition grid a parked partition and the pending dead letters, written to
 // E2E_OUT. Any problem a page shows (a script error, a CSP violation, an
 // error response) fails it, as in the browser tests.
 import { join } from 'node:path';
@@ -36,4 +36,8 @@ await scenario('screenshot', async ({ open }) => {
   await page.getByRole('heading', { level: 1, name: `${queue} / partition ${partition}` }).waitFor();
   await page.getByRole('heading', { level: 2, name: 'Behind the head' }).waitFor();
   await shoot('partition.png');
+
+  await page.goto(`${base}deadletters?status=pending`);
+  await page.getByRole('heading', { level: 1, name: 'Dead letters' }).waitFor();
+  await shoot('deadletters.png');
 });
