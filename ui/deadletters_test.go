@@ -103,21 +103,6 @@ func (e *env) only(f deadletter.Filter) deadletter.Letter {
 	return p.Letters[0]
 }
 
-// postForms returns a page's POST forms by the last segment of their
-// action, every hidden field kept (a filter may repeat "header").
-func postForms(page string) map[string]url.Values {
-	out := map[string]url.Values{}
-	for _, m := range formRE.FindAllStringSubmatch(page, -1) {
-		v := url.Values{}
-		for _, in := range inputRE.FindAllStringSubmatch(m[2], -1) {
-			v.Add(in[1], html.UnescapeString(in[2]))
-		}
-		action := html.UnescapeString(m[1])
-		out[action[strings.LastIndex(action, "/")+1:]] = v
-	}
-	return out
-}
-
 func clone(v url.Values) url.Values {
 	out := url.Values{}
 	for k, vs := range v {
@@ -341,7 +326,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Contains(t, body, jsonL.MessageID.String())
 		require.Contains(t, body, `href="../queues/dead/partitions/0"`)
 		require.Contains(t, body, `<code>tenant</code></th><td><code>42</code>`)
-		f := postForms(body)
+		f := forms(body)
 		require.Contains(t, f, "replay")
 		require.Contains(t, f, "resolve")
 		require.Contains(t, f, "discard")
@@ -378,7 +363,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		textPath := "/deadletters/" + strconv.FormatInt(textL.ID, 10)
 		binPath := "/deadletters/" + strconv.FormatInt(binL.ID, 10)
 		_, body := do(t, e.h, "GET", textPath, nil)
-		resolve := postForms(body)["resolve"]
+		resolve := forms(body)["resolve"]
 		resolve.Set("note", "x")
 		bad := clone(resolve)
 		bad.Set("csrf", strings.Repeat("0", 64))
@@ -397,7 +382,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Equal(t, http.StatusMethodNotAllowed, code, "an action is a POST")
 
 		_, body = do(t, e.h, "GET", "/deadletters/confirm?action=discard&type=note", nil)
-		discard := postForms(body)["discard"]
+		discard := forms(body)["discard"]
 		require.Equal(t, "1", discard.Get("count"))
 		bad = clone(discard)
 		bad.Set("csrf", "nope")
@@ -455,7 +440,7 @@ func testDeadLetters(t *testing.T, e *env) {
 	t.Run("resolve race", func(t *testing.T) {
 		path := "/deadletters/" + strconv.FormatInt(textL.ID, 10)
 		_, body := do(t, e.h, "GET", path, nil)
-		f := postForms(body)
+		f := forms(body)
 		var wg sync.WaitGroup
 		codes, bodies := make([]int, 2), make([]string, 2)
 		for i, note := range []string{"first <i>", "second <i>"} {
@@ -496,7 +481,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Contains(t, body, `The pending letters of every queue, payload type &#34;bulk&#34;: <strong>60</strong>`)
 		require.Len(t, rowLinks(body), 5, "a sample of the first letters")
 		require.Contains(t, body, "Confirm replay of 60 letters</button>")
-		f := postForms(body)["replay"]
+		f := forms(body)["replay"]
 		require.Equal(t, "60", f.Get("count"))
 		require.Equal(t, "pending", f.Get("status"))
 
@@ -515,7 +500,7 @@ func testDeadLetters(t *testing.T, e *env) {
 	t.Run("stale count", func(t *testing.T) {
 		tenant42 := deadletter.Filter{Headers: map[string]string{"tenant": "42"}, Statuses: []deadletter.Status{deadletter.StatusPending}}
 		_, body := do(t, e.h, "GET", "/deadletters/confirm?action=discard&header=tenant%3D42", nil)
-		f := postForms(body)["discard"]
+		f := forms(body)["discard"]
 		require.Equal(t, "2", f.Get("count"))
 		f.Set("reason", "gone")
 		v := clone(f)
@@ -528,7 +513,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		// Another operator acts on one of them: the count shown is stale.
 		path := "/deadletters/" + strconv.FormatInt(binL.ID, 10)
 		_, one := do(t, e.h, "GET", path, nil)
-		code, _ = do(t, e.h, "POST", path+"/resolve", postForms(one)["resolve"])
+		code, _ = do(t, e.h, "POST", path+"/resolve", forms(one)["resolve"])
 		require.Equal(t, http.StatusOK, code)
 		code, body = do(t, e.h, "POST", "/deadletters/discard", f)
 		require.Equal(t, http.StatusConflict, code)
@@ -537,7 +522,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		require.Contains(t, e.logs.String(), `"action":"discard","filter":"header=tenant%3D42&status=pending","count":2,"outcome":"not done: 2 were shown, 1 match now"`)
 		code, body = do(t, e.h, "GET", abs(t, "/deadletters/discard", link(t, body, "Count again and confirm")), nil)
 		require.Equal(t, http.StatusOK, code)
-		f = postForms(body)["discard"]
+		f = forms(body)["discard"]
 		require.Equal(t, "1", f.Get("count"))
 
 		// A letter dead-lettered after the count is left out: the action
@@ -558,7 +543,7 @@ func testDeadLetters(t *testing.T, e *env) {
 		race := deadletter.Filter{PayloadType: "race"}
 		e.waitTally(race, func(t deadletter.Tally) bool { return t.ByStatus[deadletter.StatusPending] == 5 })
 		_, body := do(t, e.h, "GET", "/deadletters/confirm?action=resolve&header=batch%3Db2", nil)
-		f := postForms(body)["resolve"]
+		f := forms(body)["resolve"]
 		require.Contains(t, body, "Confirm resolve of 5 letters")
 		var wg sync.WaitGroup
 		codes, bodies := make([]int, 2), make([]string, 2)

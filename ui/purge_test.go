@@ -88,7 +88,7 @@ func testPurge(t *testing.T, e *env) {
 		require.Regexp(t, `partitions/0">0</a></th><td class="num">\d</td><td class="num">\d</td>`, body)
 		require.Contains(t, body, `href="./queues/hold/partitions/1"`)
 		require.Contains(t, body, "Purge 3 messages</button>")
-		f := postForms(body)["purge"]
+		f := forms(body)["purge"]
 		require.Equal(t, "3", f.Get("count"))
 		require.Equal(t, "hold", f.Get("queue"))
 		require.Equal(t, []string{"tenant=9"}, f["header"])
@@ -125,7 +125,7 @@ func testPurge(t *testing.T, e *env) {
 
 	t.Run("refusals", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", preview, nil)
-		f := postForms(body)["purge"]
+		f := forms(body)["purge"]
 		bad := clone(f)
 		bad.Set("csrf", strings.Repeat("0", 64))
 		code, _ := do(t, e.h, "POST", "/purge", bad)
@@ -162,7 +162,7 @@ func testPurge(t *testing.T, e *env) {
 
 	t.Run("stale preview", func(t *testing.T) {
 		_, body := do(t, e.h, "GET", preview, nil)
-		f := postForms(body)["purge"]
+		f := forms(body)["purge"]
 		e.hold(1, nine)
 		code, body := do(t, e.h, "POST", "/purge", f)
 		require.Equal(t, http.StatusConflict, code)
@@ -171,7 +171,7 @@ func testPurge(t *testing.T, e *env) {
 		require.Equal(t, 4, e.matching(nine), "nothing purged")
 		require.Contains(t, e.logs.String(), `"action":"purge","queue":"hold","filter":"tenant=9","count":3,"outcome":"not done: changed`)
 
-		code, body = do(t, e.h, "POST", "/purge", postForms(body)["purge"])
+		code, body = do(t, e.h, "POST", "/purge", forms(body)["purge"])
 		require.Equal(t, http.StatusOK, code, body)
 		require.Contains(t, body, `<p role="status" class="outcome">Purged 4 messages</p>`)
 		require.NotContains(t, body, `<form method="post"`)

@@ -178,13 +178,14 @@ var (
 	inputRE = regexp.MustCompile(`name="(\w+)" value="([^"]*)"`)
 )
 
-// forms returns a page's action forms by the last segment of their action.
+// forms returns a page's POST forms by the last segment of their action,
+// every hidden field kept (a filter may repeat "header").
 func forms(page string) map[string]url.Values {
 	out := map[string]url.Values{}
 	for _, m := range formRE.FindAllStringSubmatch(page, -1) {
 		v := url.Values{}
 		for _, in := range inputRE.FindAllStringSubmatch(m[2], -1) {
-			v.Set(in[1], html.UnescapeString(in[2]))
+			v.Add(in[1], html.UnescapeString(in[2]))
 		}
 		action := html.UnescapeString(m[1])
 		out[action[strings.LastIndex(action, "/")+1:]] = v
