@@ -9,7 +9,9 @@
 // several sizes) ask whether cost stays flat: each measures two conditions
 // in one invocation and reports their ratio, because absolute figures move
 // by 15% or more between sessions on a shared host while a ratio measured
-// in one window does not.
+// in one window does not. The capacity scenario raises a paced offered
+// load until the pipeline falls behind: the pipeline's capacity, where the
+// sustained scenario reports its producers' rate.
 package bench
 
 import (
@@ -45,11 +47,15 @@ const (
 	ScenarioHeldSnapshot = "held-snapshot"
 	ScenarioPartitions   = "partitions"
 	ScenarioSoak         = "soak"
+	// ScenarioCapacity raises the offered load until the pipeline no
+	// longer keeps up: the highest delivered rate with a bounded backlog,
+	// beside the one-table INSERT ceiling.
+	ScenarioCapacity = "capacity"
 )
 
 // AllScenarios lists every scenario in the order Run measures them.
 func AllScenarios() []string {
-	return append(DefaultScenarios(), ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak)
+	return append(DefaultScenarios(), ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak, ScenarioCapacity)
 }
 
 // DefaultScenarios are those run when none are named: the growth scenarios
@@ -67,6 +73,8 @@ const (
 	RunsDefault          = 3
 	DrainMessagesDefault = 200000
 	LatencyRateDefault   = 1000
+	// CapacityStartDefault is the capacity scenario's first offered rate.
+	CapacityStartDefault = 4000
 	HeldWindowDefault    = time.Minute
 	SoakDurationDefault  = 10 * time.Minute
 	SoakIntervalDefault  = 10 * time.Second
@@ -123,6 +131,9 @@ type Options struct {
 	DrainMessages []int `json:"drain_messages"`
 	// LatencyRate is the latency scenario's offered rate in msgs/s. Defaults to 1000.
 	LatencyRate int `json:"latency_rate"`
+	// CapacityStart is the capacity scenario's first offered rate in
+	// msgs/s; each step offers 25% more. Defaults to 4000.
+	CapacityStart int `json:"capacity_start,omitempty"`
 	// HeldWindow is each of held-snapshot's two windows (plain, then with
 	// a snapshot held). Defaults to 1m.
 	HeldWindow time.Duration `json:"held_window_ns"`
@@ -167,6 +178,7 @@ func (o Options) withDefaults() Options {
 		o.DrainMessages = []int{DrainMessagesDefault}
 	}
 	o.LatencyRate = cmp.Or(o.LatencyRate, LatencyRateDefault)
+	o.CapacityStart = cmp.Or(o.CapacityStart, CapacityStartDefault)
 	o.HeldWindow = cmp.Or(o.HeldWindow, HeldWindowDefault)
 	if len(o.PartitionSweep) == 0 {
 		o.PartitionSweep = PartitionSweepDefault()
@@ -210,6 +222,8 @@ func (o Options) validate() error {
 		return bad("drain messages %v: each must be >= 1", o.DrainMessages)
 	case o.LatencyRate < 1:
 		return bad("latency rate %d: must be >= 1 msg/s", o.LatencyRate)
+	case o.CapacityStart < 1:
+		return bad("capacity start %d: must be >= 1 msg/s", o.CapacityStart)
 	case o.HeldWindow < 0 || o.SoakDuration < 0:
 		return bad("held window %v, soak duration %v: must be > 0", o.HeldWindow, o.SoakDuration)
 	case o.SoakInterval < 0 || o.SoakInterval > o.SoakDuration:
@@ -330,6 +344,8 @@ type Result struct {
 	// invocation (held/plain, 1024/16 partitions, last/first minute): one
 	// value per run, each from a pair measured in that run.
 	Ratios []Ratio `json:"ratios,omitempty"`
+	// Ladders are the capacity scenario's steps, one ladder per run.
+	Ladders [][]CapacityStep `json:"ladders,omitempty"`
 	// Samples are the soak's periodic readings, in time order.
 	Samples []Sample       `json:"samples,omitempty"`
 	Extra   map[string]any `json:"extra,omitempty"`
@@ -531,6 +547,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{ScenarioHeldSnapshot, b.heldSnapshotFigure},
 		{ScenarioPartitions, b.partitionSweepFigure},
 		{ScenarioSoak, b.soakFigure},
+		{ScenarioCapacity, b.capacityFigure},
 	} {
 		if !opts.has(growth.name) {
 			continue

@@ -306,3 +306,23 @@ func TestFormatting(t *testing.T) {
 	assert.Equal(t, "-1,234", fmtCount(-1234))
 	assert.Equal(t, "5 [4-6]", fmtStat(newStat([]float64{4, 5, 6})))
 }
+
+// TestCapacityJudge: a step kept up when its producers reached the offered
+// rate, the handlers got through what was committed and the backlog did
+// not grow beyond half a second of the rate; producers that could not
+// offer the rate end the ladder.
+func TestCapacityJudge(t *testing.T) {
+	t.Parallel()
+	run := func(enq, del float64, growth int64) pipelineRun {
+		return pipelineRun{enqueueRate: enq, deliveredRate: del, backlogSeries: []int64{100}, backlogFinal: 100 + growth}
+	}
+	ok := judge(10000, run(9900, 9800, 1000))
+	assert.True(t, ok.KeptUp)
+	assert.False(t, ok.ProducerLimited)
+	assert.False(t, judge(10000, run(9900, 9000, 1000)).KeptUp, "delivered under 97% of committed")
+	assert.False(t, judge(10000, run(9900, 9800, 6000)).KeptUp, "the backlog grew by more than half a second of the rate")
+	pl := judge(10000, run(9000, 9000, 0))
+	assert.True(t, pl.ProducerLimited, "the producers reached 90% of the offered rate")
+	assert.False(t, pl.KeptUp)
+	assert.Equal(t, int64(6000), judge(10000, run(9900, 9800, 6000)).BacklogGrowth)
+}

@@ -210,8 +210,8 @@ func ratioNames(r Result) []string {
 	return names
 }
 
-// TestGrowthScenarios runs held-snapshot, the partition sweep, the soak
-// and a two-size drain briefly on each database and checks that every
+// TestGrowthScenarios runs held-snapshot, the partition sweep, the soak,
+// the capacity ladder and a two-size drain briefly on each database and checks that every
 // report has its figures and ratios (not their values: timing is the
 // machine's business).
 func TestGrowthScenarios(t *testing.T) {
@@ -226,6 +226,7 @@ func TestGrowthScenarios(t *testing.T) {
 			t.Run(ScenarioDrain, func(t *testing.T) { testDrainSizes(t, base) })
 			t.Run(ScenarioPartitions, func(t *testing.T) { testPartitionSweep(t, base) })
 			t.Run(ScenarioSoak, func(t *testing.T) { testSoak(t, db.name, base) })
+			t.Run(ScenarioCapacity, func(t *testing.T) { testCapacity(t, base) })
 		})
 	}
 }
@@ -467,4 +468,27 @@ func TestThroughput(t *testing.T) {
 	p := pipelineRun{committed: 300, window: time.Second, drainAfter: 500 * time.Millisecond}
 	assert.InDelta(t, 200.0, p.throughput(), 1e-9)
 	assert.Zero(t, pipelineRun{}.throughput())
+}
+
+// testCapacity: a ladder whose first step offers more than the producers
+// can commit ends there, marked producer-limited, with no capacity claimed,
+// and the one-table ceiling is measured beside it; the text report lists
+// the ladder. (Where a real ladder stops is the machine's business.)
+func testCapacity(t *testing.T, base Options) {
+	o := tiny(base, ScenarioCapacity)
+	o.CapacityStart = 10_000_000
+	rep, text := runTiny(t, o)
+	res := byScenario(rep, ScenarioCapacity)
+	require.Len(t, res, 1)
+	r := res[0]
+	require.Len(t, r.Ladders, 1)
+	require.Len(t, r.Ladders[0], 1)
+	assert.True(t, r.Ladders[0][0].ProducerLimited)
+	assert.False(t, r.Ladders[0][0].KeptUp)
+	assert.Zero(t, r.MsgsPerSec.Median, "no step kept up")
+	require.NotNil(t, r.Baseline)
+	assert.Positive(t, r.Baseline.Median)
+	assert.Equal(t, []string{"capacity / one-table INSERT ceiling"}, ratioNames(r))
+	assert.Contains(t, text, "capacity ladder, run 1")
+	assert.Contains(t, text, "producers could not offer this rate")
 }

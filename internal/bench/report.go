@@ -104,6 +104,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				return err
 			}
 		}
+		writeLadders(ew, res.Ladders)
 	}
 
 	var details []string
@@ -377,5 +378,22 @@ func fmtExtra(v any) string {
 		return "{" + strings.Join(keys, " ") + "}"
 	default:
 		return fmt.Sprint(v)
+	}
+}
+
+// writeLadders lists the capacity scenario's steps, run by run.
+func writeLadders(ew *errWriter, ladders [][]CapacityStep) {
+	for i, ladder := range ladders {
+		ew.printf("\ncapacity ladder, run %d (offered -> committed / delivered msgs/s, backlog growth):\n", i+1)
+		for _, s := range ladder {
+			verdict := "kept up"
+			switch {
+			case s.ProducerLimited:
+				verdict = "producers could not offer this rate: the figure is a lower bound"
+			case !s.KeptUp:
+				verdict = "fell behind"
+			}
+			ew.printf("  %8s -> %8s / %8s  %+9d  %s\n", fmtCount(s.Offered), fmtCount(s.Committed), fmtCount(s.Delivered), s.BacklogGrowth, verdict)
+		}
 	}
 }

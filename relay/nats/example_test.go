@@ -19,7 +19,9 @@ import (
 func Example() {
 	ctx := context.Background()
 	var db *bun.DB // your database
-	nc, err := nats.Connect(nats.DefaultURL)
+	// No reconnect buffer: a publish while reconnecting fails at once, so
+	// a batch retries in order (see the package doc).
+	nc, err := nats.Connect(nats.DefaultURL, nats.ReconnectBufSize(-1))
 	if err != nil {
 		panic(err)
 	}

@@ -26,7 +26,7 @@ func TestRelayWorker(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	nc, err := nats.Connect(natsURL())
+	nc, err := nats.Connect(natsURL(), nats.ReconnectBufSize(-1))
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -18,6 +18,16 @@
 // another, e.g. MaxMsgSize): the refused one, stored on a later retry,
 // then follows it. Set Config.Sequential for one publish at a time.
 //
+// Pipelined publishes keep their order across a reconnect only if the
+// connection does not buffer publishes while it reconnects: with a buffer
+// (nats.go's default, 8 MB), a message written to the connection that
+// broke is lost while the ones after it wait in the buffer and are stored
+// once the client reconnects, ahead of the lost one's retry. Handler
+// therefore refuses a connection with a reconnect buffer unless
+// Sequential is set: connect with nats.ReconnectBufSize(-1), and a
+// publish while reconnecting fails at once, so the batch retries from the
+// first unconfirmed message.
+//
 // It is its own Go module, so that the core does not depend on nats.go.
 package natsrelay
 
@@ -89,6 +99,9 @@ func Handler(cfg Config) (processor.Handler, error) {
 		return nil, fmt.Errorf("%w: JetStream is nil", ErrConfig)
 	case cfg.Subject == nil:
 		return nil, fmt.Errorf("%w: Subject is nil", ErrConfig)
+	case !cfg.Sequential && cfg.JetStream.Conn() != nil && cfg.JetStream.Conn().Opts.ReconnectBufSize >= 0:
+		return nil, fmt.Errorf("%w: the connection buffers publishes while it reconnects, which can store a batch "+
+			"out of order across a reconnect: connect with nats.ReconnectBufSize(-1), or set Sequential", ErrConfig)
 	}
 	r := &relay{cfg: cfg}
 	return processor.LeasedBatch(r.publish), nil

@@ -36,7 +36,7 @@ func natsURL() string {
 func setup(t testing.TB) (context.Context, jetstream.JetStream, *bun.DB, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second), nats.ReconnectBufSize(-1))
 	if err != nil {
 		relaytest.Unreachable(t, "NATS", "SEQBOX_NATS_URL", err)
 	}
@@ -157,6 +157,21 @@ func TestConfigRefused(t *testing.T) {
 	require.ErrorIs(t, err, natsrelay.ErrConfig)
 	_, err = natsrelay.Handler(natsrelay.Config{JetStream: struct{ jetstream.JetStream }{}})
 	require.ErrorIs(t, err, natsrelay.ErrConfig)
+
+	// A connection that buffers publishes while reconnecting could store a
+	// batch out of order: refused, unless publishes are sequential.
+	nc, err := nats.Connect(natsURL(), nats.Timeout(2*time.Second))
+	if err != nil {
+		relaytest.Unreachable(t, "NATS", "SEQBOX_NATS_URL", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix("x", false)})
+	require.ErrorIs(t, err, natsrelay.ErrConfig)
+	require.ErrorContains(t, err, "ReconnectBufSize(-1)")
+	_, err = natsrelay.Handler(natsrelay.Config{JetStream: js, Subject: natsrelay.SubjectPrefix("x", false), Sequential: true})
+	require.NoError(t, err)
 }
 
 // TestContextHeaders: headers from the handler's context (the relay's
@@ -188,7 +203,8 @@ func TestRelayBrokerDown(t *testing.T) {
 	ctx, js, db, name := setup(t)
 	stream := createStream(ctx, t, js, name)
 	proxy := relaytest.NewProxy(t, strings.TrimPrefix(natsURL(), "nats://"))
-	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	nc, err := nats.Connect("nats://"+proxy.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
+		nats.ReconnectBufSize(-1))
 	require.NoError(t, err)
 	defer nc.Close()
 	viaProxy, err := jetstream.New(nc)

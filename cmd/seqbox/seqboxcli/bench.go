@@ -62,6 +62,7 @@ func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs.Var(intList{&o.DrainMessages}, "drain-messages", "backlog preloaded by the drain scenario; several sizes (200000,1000000) are drained\n"+
 		"in turn each run and compared (msgs/s of each to the first's)")
 	fs.IntVar(&o.LatencyRate, "latency-rate", bench.LatencyRateDefault, "offered msgs/s of the latency scenario")
+	fs.IntVar(&o.CapacityStart, "capacity-start", bench.CapacityStartDefault, "offered msgs/s of the capacity scenario's first step (each next step offers 25% more)")
 	fs.DurationVar(&o.HeldWindow, "held-window", bench.HeldWindowDefault, "held-snapshot: length of each window (plain, then with a snapshot held)")
 	o.PartitionSweep = bench.PartitionSweepDefault()
 	fs.Var(intList{&o.PartitionSweep}, "partition-sweep", "partitions: partition counts to compare (sustained and latency, --duration each)")
@@ -88,6 +89,8 @@ func benchUsage(w io.Writer) {
 	fs.SetOutput(w)
 	fmt.Fprintln(w, "usage: seqbox bench [flags]")
 	fmt.Fprintln(w, "\nMeasures seqbox against a plain multi-row INSERT baseline on the same database, in the same run.")
+	fmt.Fprintln(w, "capacity raises a paced offered load until the pipeline falls behind and reports the highest")
+	fmt.Fprintln(w, "delivered rate that kept up, beside the one-table INSERT ceiling of the same run.")
 	fmt.Fprintln(w, "The growth scenarios (held-snapshot, partitions, soak; drain with several sizes) report ratios")
 	fmt.Fprintln(w, "of two conditions measured in the same run: whether cost stays flat.")
 	fs.PrintDefaults()

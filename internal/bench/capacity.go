@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The capacity scenario's ladder of offered rates and its tests of "kept
+// up" (docs/ARCHITECTURE.md, "Cost that stays flat").
+const (
+	capacityGrow = 1.25  // each step offers this much more
+	capacityMax  = 400e3 // no step offers more
+	// capacityProducers is the least number of producers: paced, they
+	// must offer more than the pipeline takes, so the pipeline, not the
+	// producers, is what the ladder finds the limit of.
+	capacityProducers = 8
+	// A step kept up when the handlers got through at least keptUp of
+	// what was committed in the window and the backlog grew by less than
+	// backlogSeconds of the offered rate.
+	keptUp         = 0.97
+	backlogSeconds = 0.5
+	// A step whose producers committed less than reached of the offered
+	// rate ends the ladder: the producers, not the pipeline, were the
+	// limit there.
+	reached = 0.95
+)
+
+// CapacityStep is one rung of the capacity scenario's ladder.
+type CapacityStep struct {
+	Offered   float64 `json:"offered_msgs_per_sec"`
+	Committed float64 `json:"committed_msgs_per_sec"`
+	Delivered float64 `json:"delivered_msgs_per_sec"`
+	// BacklogGrowth is the backlog when the producers stopped minus the
+	// first sample, a second in.
+	BacklogGrowth int64 `json:"backlog_growth"`
+	KeptUp        bool  `json:"kept_up"`
+	// ProducerLimited: the producers could not offer the rate.
+	ProducerLimited bool `json:"producer_limited"`
+}
+
+// judge says whether a run kept up with the rate offered, and whether
+// its producers reached that rate.
+func judge(offered float64, pr pipelineRun) CapacityStep {
+	s := CapacityStep{Offered: offered, Committed: pr.enqueueRate, Delivered: pr.deliveredRate, BacklogGrowth: pr.backlogGrowth()}
+	s.ProducerLimited = pr.enqueueRate < reached*offered
+	s.KeptUp = !s.ProducerLimited && pr.deliveredRate >= keptUp*pr.enqueueRate &&
+		float64(s.BacklogGrowth) < backlogSeconds*offered
+	return s
+}
+
+// capacityFigure raises the offered load step by step until the pipeline
+// no longer keeps up, and reports the highest delivered rate of a step
+// that kept up, beside the one-table INSERT ceiling measured right after
+// with the same producers and batch: capacity, not the producers' rate.
+// A ladder that ends because its producers could not offer more reports
+// that too (producer_limited): its figure is then a lower bound.
+func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, error) {
+	producers = max(producers, capacityProducers)
+	batch := b.opts.Batch
+	variant := fmt.Sprintf("%d partitions, %d/tx, %s paced", b.opts.Partitions, batch, plural(producers, "producer"))
+	var capacities, ceilings []float64
+	var ladders [][]CapacityStep
+	var limited []bool
+	var use, baseUse usageStats
+	for i := range b.opts.Runs {
+		var ladder []CapacityStep
+		best, producerLimited := 0.0, false
+		for offered := float64(b.opts.CapacityStart); offered <= max(capacityMax, float64(b.opts.CapacityStart)); offered *= capacityGrow {
+			pace := time.Duration(float64(time.Second) * float64(producers*batch) / offered)
+			spec := pipelineSpec{partitions: b.opts.Partitions, producers: producers, batch: batch, window: b.opts.Duration, pace: pace}
+			label := fmt.Sprintf("%s, %s msgs/s offered", b.runLabel(ScenarioCapacity, variant, i), fmtCount(offered))
+			pr, err := b.pipelineOnce(ctx, label, &use, spec, delivered)
+			if err != nil {
+				return nil, err
+			}
+			step := judge(offered, pr)
+			ladder = append(ladder, step)
+			if step.ProducerLimited {
+				producerLimited = true
+				break
+			}
+			if !step.KeptUp {
+				break
+			}
+			best = max(best, step.Delivered)
+		}
+		ceiling, err := b.timed(b.runLabel(ScenarioCapacity, "one-table INSERT ceiling", i), &baseUse, func(m *meter) (float64, error) {
+			return b.baselineRun(ctx, producers, batch, m)
+		})
+		if err != nil {
+			return nil, err
+		}
+		capacities, ceilings = append(capacities, best), append(ceilings, ceiling)
+		ladders, limited = append(ladders, ladder), append(limited, producerLimited)
+	}
+	base := newStat(ceilings)
+	res := Result{Scenario: ScenarioCapacity, Variant: variant, MsgsPerSec: newStat(capacities), Baseline: &base,
+		Ladders: ladders, Extra: map[string]any{"producer_limited": limited}}
+	if base.Median > 0 {
+		res.Ratio = res.MsgsPerSec.Median / base.Median
+	}
+	res.Ratios = []Ratio{{Name: "capacity / one-table INSERT ceiling", Stat: ratioStat(capacities, ceilings)}}
+	use.put(res.Extra)
+	return []Result{res}, nil
+}
