@@ -308,21 +308,26 @@ func TestFormatting(t *testing.T) {
 }
 
 // TestCapacityJudge: a step kept up when its producers reached the offered
-// rate, the handlers got through what was committed and the backlog did
-// not grow beyond half a second of the rate; producers that could not
-// offer the rate end the ladder.
+// rate and the backlog, sampled every second, did not grow by 2% of the
+// rate a second; producers that could not offer the rate end the ladder.
 func TestCapacityJudge(t *testing.T) {
 	t.Parallel()
-	run := func(enq, del float64, growth int64) pipelineRun {
-		return pipelineRun{enqueueRate: enq, deliveredRate: del, backlogSeries: []int64{100}, backlogFinal: 100 + growth}
+	run := func(enq float64, series ...int64) pipelineRun {
+		return pipelineRun{enqueueRate: enq, committed: int64(enq) * 4, window: 4 * time.Second, drainAfter: 100 * time.Millisecond,
+			backlogSeries: series[:len(series)-1], backlogFinal: series[len(series)-1]}
 	}
-	ok := judge(10000, run(9900, 9800, 1000))
-	assert.True(t, ok.KeptUp)
+	ok := judge(10000, run(9900, 2000, 2100, 1900, 2050))
+	assert.True(t, ok.KeptUp, "a steady backlog of latency times rate")
 	assert.False(t, ok.ProducerLimited)
-	assert.False(t, judge(10000, run(9900, 9000, 1000)).KeptUp, "delivered under 97% of committed")
-	assert.False(t, judge(10000, run(9900, 9800, 6000)).KeptUp, "the backlog grew by more than half a second of the rate")
-	pl := judge(10000, run(9000, 9000, 0))
+	assert.InDelta(t, 39600/4.1, ok.Delivered, 1, "the window's messages over window and drain")
+	behind := judge(10000, run(9900, 2000, 2500, 3000, 3500))
+	assert.False(t, behind.KeptUp, "500 more a second: 5% of the rate")
+	assert.InDelta(t, 500, behind.BacklogSlope, 0.001)
+	assert.Equal(t, int64(1500), behind.BacklogGrowth)
+	pl := judge(10000, run(9000, 0, 0))
 	assert.True(t, pl.ProducerLimited, "the producers reached 90% of the offered rate")
-	assert.False(t, pl.KeptUp)
-	assert.Equal(t, int64(6000), judge(10000, run(9900, 9800, 6000)).BacklogGrowth)
+	assert.True(t, pl.KeptUp, "with what they committed")
+	assert.False(t, judge(10000, run(9000, 0, 900)).KeptUp, "900 more a second: 10% of what was committed")
+	assert.Zero(t, slope([]int64{5}))
+	assert.InDelta(t, -2, slope([]int64{10, 8, 6}), 1e-9)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -14,12 +15,13 @@ const (
 	// capacityProducers is the least number of producers: paced, they
 	// must offer more than the pipeline takes, so the pipeline, not the
 	// producers, is what the ladder finds the limit of.
-	capacityProducers = 8
-	// A step kept up when the handlers got through at least keptUp of
-	// what was committed in the window and the backlog grew by less than
-	// backlogSeconds of the offered rate.
-	keptUp         = 0.97
-	backlogSeconds = 0.5
+	capacityProducers = 32
+	// A step kept up when the backlog, sampled every second of the window
+	// after the first, grew by less than maxSlope of the offered rate per
+	// second (least squares): a pipeline that keeps up holds a steady
+	// backlog of about its latency times the rate, one that does not adds
+	// the difference every second.
+	maxSlope = 0.02
 	// A step whose producers committed less than reached of the offered
 	// rate ends the ladder: the producers, not the pipeline, were the
 	// limit there.
@@ -30,11 +32,16 @@ const (
 type CapacityStep struct {
 	Offered   float64 `json:"offered_msgs_per_sec"`
 	Committed float64 `json:"committed_msgs_per_sec"`
+	// Delivered is the window's messages over the time until the last of
+	// them was delivered (window plus drain): the rate the pipeline got
+	// them through, not cut short by the last moments' latency.
 	Delivered float64 `json:"delivered_msgs_per_sec"`
 	// BacklogGrowth is the backlog when the producers stopped minus the
-	// first sample, a second in.
-	BacklogGrowth int64 `json:"backlog_growth"`
-	KeptUp        bool  `json:"kept_up"`
+	// first sample, a second in; BacklogSlope its least-squares growth
+	// per second over the samples.
+	BacklogGrowth int64   `json:"backlog_growth"`
+	BacklogSlope  float64 `json:"backlog_slope_per_sec"`
+	KeptUp        bool    `json:"kept_up"`
 	// ProducerLimited: the producers could not offer the rate.
 	ProducerLimited bool `json:"producer_limited"`
 }
@@ -42,10 +49,12 @@ type CapacityStep struct {
 // judge says whether a run kept up with the rate offered, and whether
 // its producers reached that rate.
 func judge(offered float64, pr pipelineRun) CapacityStep {
-	s := CapacityStep{Offered: offered, Committed: pr.enqueueRate, Delivered: pr.deliveredRate, BacklogGrowth: pr.backlogGrowth()}
+	s := CapacityStep{Offered: offered, Committed: pr.enqueueRate, Delivered: pr.throughput(), BacklogGrowth: pr.backlogGrowth(),
+		BacklogSlope: slope(append(slices.Clone(pr.backlogSeries), pr.backlogFinal))}
+	// Kept up with what was committed, whether or not the producers
+	// reached the offered rate.
 	s.ProducerLimited = pr.enqueueRate < reached*offered
-	s.KeptUp = !s.ProducerLimited && pr.deliveredRate >= keptUp*pr.enqueueRate &&
-		float64(s.BacklogGrowth) < backlogSeconds*offered
+	s.KeptUp = s.BacklogSlope < maxSlope*max(pr.enqueueRate, 1)
 	return s
 }
 
@@ -54,7 +63,8 @@ func judge(offered float64, pr pipelineRun) CapacityStep {
 // that kept up, beside the one-table INSERT ceiling measured right after
 // with the same producers and batch: capacity, not the producers' rate.
 // A ladder that ends because its producers could not offer more reports
-// that too (producer_limited): its figure is then a lower bound.
+// that too (producer_limited): its figure, the last step's if the pipeline
+// kept up with what they committed, is then a lower bound.
 func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, error) {
 	producers = max(producers, capacityProducers)
 	batch := b.opts.Batch
@@ -76,6 +86,9 @@ func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, 
 			}
 			step := judge(offered, pr)
 			ladder = append(ladder, step)
+			if step.KeptUp {
+				best = max(best, step.Delivered)
+			}
 			if step.ProducerLimited {
 				producerLimited = true
 				break
@@ -83,7 +96,6 @@ func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, 
 			if !step.KeptUp {
 				break
 			}
-			best = max(best, step.Delivered)
 		}
 		ceiling, err := b.timed(b.runLabel(ScenarioCapacity, "one-table INSERT ceiling", i), &baseUse, func(m *meter) (float64, error) {
 			return b.baselineRun(ctx, producers, batch, m)

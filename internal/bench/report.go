@@ -387,11 +387,11 @@ func writeLadders(ew *errWriter, ladders [][]CapacityStep) {
 		ew.printf("\ncapacity ladder, run %d (offered -> committed / delivered msgs/s, backlog growth):\n", i+1)
 		for _, s := range ladder {
 			verdict := "kept up"
-			switch {
-			case s.ProducerLimited:
-				verdict = "producers could not offer this rate: the figure is a lower bound"
-			case !s.KeptUp:
+			if !s.KeptUp {
 				verdict = "fell behind"
+			}
+			if s.ProducerLimited {
+				verdict += "; the producers could not offer this rate: the figure is a lower bound"
 			}
 			ew.printf("  %8s -> %8s / %8s  %+9d  %s\n", fmtCount(s.Offered), fmtCount(s.Committed), fmtCount(s.Delivered), s.BacklogGrowth, verdict)
 		}
