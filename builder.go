@@ -100,7 +100,7 @@ func (b *Builder) Migrate(on bool) *Builder { b.cfg.Migrate = on; return b }
 // to slog.Default().
 func (b *Builder) Logger(l *slog.Logger) *Builder { b.cfg.Logger = l; return b }
 
-// Queue registers a queue with a fixed partition count (1..1024; fixed at
+// Queue registers a queue with a fixed partition count (1..4096; fixed at
 // first registration, in every process) and its handler, from
 // processor.Leased, Transactional, their batch forms or processor.JSON. A
 // nil handler registers the queue for enqueueing only: this process

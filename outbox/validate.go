@@ -11,7 +11,7 @@ const (
 	MaxPayloadTypeLen = 255
 	MaxDedupKeyLen    = 255
 	MinPartitions     = 1
-	MaxPartitions     = 1024
+	MaxPartitions     = 4096
 )
 
 // ValidateQueueName checks ^[A-Za-z0-9]([A-Za-z0-9._-]{0,62}[A-Za-z0-9])?$.

@@ -72,6 +72,7 @@ func Cases() []Case {
 		{"TableVacuum", testTableVacuum},                 // 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},
 		{"RegistrationIdempotent", testRegistrationIdempotent},
+		{"RegistrationMaxPartitions", testRegistrationMaxPartitions},
 		{"RegistrationConcurrent", testRegistrationConcurrent},
 		{"FailedStartRegistersNothing", testFailedStartRegistersNothing},
 		{"StartWithoutSchema", testStartWithoutSchema},

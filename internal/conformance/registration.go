@@ -155,3 +155,28 @@ func testStartWaitsForDatabase(e *Env) {
 	})
 	require.Len(e.T, r.ob.PartitionIDs("wait"), 2)
 }
+
+// testRegistrationMaxPartitions: a queue of outbox.MaxPartitions
+// partitions registers in one Start (its rows in chunks every database
+// takes), enqueues to its last partition and reads its stats; one more
+// partition is a configuration error that registers nothing.
+func testRegistrationMaxPartitions(e *Env) {
+	ob := e.Start(e.Builder().Queue("wide", outbox.MaxPartitions, nil))
+	counts := e.Counts()
+	require.Equal(e.T, outbox.MaxPartitions, counts["partitions"])
+	require.Equal(e.T, outbox.MaxPartitions, counts["processor"])
+	_, err := ob.Enqueue(e.Ctx, e.DB, "wide", outbox.Message{Partition: outbox.MaxPartitions - 1, PayloadType: "t", Payload: []byte("x")})
+	require.NoError(e.T, err)
+	e.Eventually("the message sequenced in the last partition", func() bool {
+		st, err := ob.Stats(e.Ctx)
+		require.NoError(e.T, err)
+		require.Len(e.T, st.Partitions, outbox.MaxPartitions)
+		return st.Partitions[outbox.MaxPartitions-1].Unprocessed == 1
+	})
+
+	counts = e.Counts() // settled: nothing consumes the queue
+	_, err = e.Builder().Queue("wider", outbox.MaxPartitions+1, nil).Start(e.Ctx)
+	var ce *seqbox.ConfigError
+	require.ErrorAs(e.T, err, &ce)
+	require.Equal(e.T, counts, e.Counts(), "nothing registered")
+}

@@ -54,7 +54,7 @@ func demoFlags(w io.Writer, c *demoConfig) *flag.FlagSet {
 	fs.BoolVar(&c.stress, "stress", false, "run the stress test instead of the tour (the flags marked --stress apply only to it)")
 	fs.IntVar(&c.messages, "messages", 100000, "--stress: messages to enqueue, rolled-back ones included")
 	fs.IntVar(&c.queues, "queues", 3, "--stress: queues")
-	fs.IntVar(&c.partitions, "partitions", 8, "--stress: partitions per queue (1..1024)")
+	fs.IntVar(&c.partitions, "partitions", 8, "--stress: partitions per queue (1..4096)")
 	fs.IntVar(&c.producers, "producers", 4, "--stress: concurrent producer goroutines")
 	fs.IntVar(&c.batch, "batch", 100, "--stress: messages per producer transaction")
 	fs.IntVar(&c.rollbackPct, "rollback-pct", 10, "--stress: percentage of transactions rolled back after enqueueing (0..100)")
