@@ -213,3 +213,18 @@ PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
 EXECUTE sb_migrate_ddl;
 
 DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- A dead letter is found by its message id (DeadLetters.Get, `seqbox dlq
+-- show`, the web UI's links by message id): by index, not by a scan.
+-- MySQL 8 has no CREATE INDEX IF NOT EXISTS: the statement is chosen from
+-- information_schema, so a re-run is a no-op.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_dead_letters' AND index_name = 'seqbox_dead_letters_message_id') = 0,
+    'ALTER TABLE seqbox_dead_letters ADD KEY seqbox_dead_letters_message_id (message_id)',
+    'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;

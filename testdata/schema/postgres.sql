@@ -179,3 +179,7 @@ ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS lease_limit INTEGER NULL;
 -- Purges that made tombstones in the partition: a lease statement whose
 -- snapshot predates one re-reads its batch (docs/ARCHITECTURE.md, "Purge").
 ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS purges BIGINT NOT NULL DEFAULT 0;
+
+-- A dead letter is found by its message id (DeadLetters.Get, `seqbox dlq
+-- show`, the web UI's links by message id): by index, not by a scan.
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_message_id ON seqbox_dead_letters (message_id);

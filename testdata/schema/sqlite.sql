@@ -138,3 +138,7 @@ ALTER TABLE seqbox_processor ADD COLUMN lease_limit INTEGER NULL;
 -- Purges that made tombstones in the partition (read back by PostgreSQL's
 -- one-statement leases; kept on every database so the purge is one SQL).
 ALTER TABLE seqbox_processor ADD COLUMN purges INTEGER NOT NULL DEFAULT 0;
+
+-- A dead letter is found by its message id (DeadLetters.Get, `seqbox dlq
+-- show`, the web UI's links by message id): by index, not by a scan.
+CREATE INDEX IF NOT EXISTS seqbox_dead_letters_message_id ON seqbox_dead_letters (message_id);

@@ -65,7 +65,7 @@ func TestUsage(t *testing.T) {
 		{name: "help bench growth", args: []string{"help", "bench"}, code: seqboxcli.ExitOK, stdout: "-soak-duration"},
 		{name: "bench bad drain sizes", args: []string{"bench", "--drain-messages", "1000,x"}, code: seqboxcli.ExitUsage, stderr: "-drain-messages", noStdout: true},
 		{name: "bench bad sweep", args: []string{"bench", "--partition-sweep", "16,0"}, code: seqboxcli.ExitUsage, stderr: "-partition-sweep", noStdout: true},
-		{name: "bench bad sweep count", args: []string{"bench", "--scenarios", "partitions", "--partition-sweep", "16,2048"}, code: seqboxcli.ExitUsage, stderr: "partition sweep", noStdout: true},
+		{name: "bench bad sweep count", args: []string{"bench", "--scenarios", "partitions", "--partition-sweep", "16,8192"}, code: seqboxcli.ExitUsage, stderr: "partition sweep", noStdout: true},
 		{name: "bench bad autovacuum", args: []string{"bench", "--pg-autovacuum", "auto"}, code: seqboxcli.ExitUsage, stderr: "pg autovacuum", noStdout: true},
 		{name: "bench unknown scenario", args: []string{"bench", "--scenarios", "soak,nope"}, code: seqboxcli.ExitUsage, stderr: `unknown scenario "nope"`, noStdout: true},
 	}
