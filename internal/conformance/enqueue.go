@@ -243,20 +243,23 @@ func testBadInputWritesNothing(e *Env) {
 
 	// Invalid configuration is an error from Start, never a panic, and writes nothing.
 	for name, b := range map[string]*seqbox.Builder{
-		"queue name":      e.Builder().Queue("no spaces", 1, nil),
-		"zero partitions": e.Builder().Queue("q", 0, nil),
-		"1025 partitions": e.Builder().Queue("q", 1025, nil),
-		"duplicate queue": e.Builder().Queue("q", 1, nil).Queue("q", 1, nil),
-		"batch size":      e.Builder().Queue("q", 1, nil, processor.BatchSize(10001)),
-		"lease headroom":  e.Builder().Queue("q", 1, nil, processor.Lease(time.Second, 2*time.Second)),
-		"table prefix":    e.Builder().TablePrefix("Bad-Prefix"),
-		"payload limit":   e.Builder().MaxPayloadBytes(1 << 30),
-		"sequencer batch": e.Builder().SequencerBatchSize(-1),
-		"processor conc.": e.Builder().ProcessorConcurrency(-2),
-		"vacuum interval": e.Builder().VacuumInterval(-time.Second),
-		"negative batch":  e.Builder().Queue("q", 1, nil, processor.BatchSize(-1)),
+		"queue name":          e.Builder().Queue("no spaces", 1, nil),
+		"zero partitions":     e.Builder().Queue("q", 0, nil),
+		"too many partitions": e.Builder().Queue("q", outbox.MaxPartitions+1, nil),
+		"duplicate queue":     e.Builder().Queue("q", 1, nil).Queue("q", 1, nil),
+		"batch size":          e.Builder().Queue("q", 1, nil, processor.BatchSize(10001)),
+		"lease headroom":      e.Builder().Queue("q", 1, nil, processor.Lease(time.Second, 2*time.Second)),
+		"table prefix":        e.Builder().TablePrefix("Bad-Prefix"),
+		"payload limit":       e.Builder().MaxPayloadBytes(1 << 30),
+		"sequencer batch":     e.Builder().SequencerBatchSize(-1),
+		"processor conc.":     e.Builder().ProcessorConcurrency(-2),
+		"vacuum interval":     e.Builder().VacuumInterval(-time.Second),
+		"negative batch":      e.Builder().Queue("q", 1, nil, processor.BatchSize(-1)),
 	} {
-		_, err := b.Start(e.Ctx)
+		ob, err := b.Start(e.Ctx)
+		if err == nil {
+			_ = ob.Stop(e.Ctx) // started by mistake: stop it before failing, so nothing runs past the test
+		}
 		require.ErrorIs(e.T, err, seqbox.ErrInvalidConfig, name)
 	}
 	require.Equal(e.T, before, e.Counts())

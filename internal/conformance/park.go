@@ -518,6 +518,11 @@ func testPartitionConditionalAndMessages(e *Env) {
 	}
 	admin := ob.Partitions()
 	waitParked(e, admin, "cond", 0)
+	// Parked on "bad" (seq 2); b and c may still be on their way to
+	// outgoing: Messages lists only sequenced messages.
+	e.Eventually("b and c sequenced behind the head", func() bool {
+		return partitionStats(e, ob, "cond", 0).Unprocessed == 3
+	})
 	msgs, err := admin.Messages(e.Ctx, "cond", 0, 0)
 	require.NoError(e.T, err)
 	require.Len(e.T, msgs, 3, "the head and the two behind it; a was delivered")

@@ -32,7 +32,7 @@ const (
 // QueueConfig registers one queue.
 type QueueConfig struct {
 	Name string
-	// Partitions is fixed at first registration (1..1024).
+	// Partitions is fixed at first registration (1..outbox.MaxPartitions).
 	Partitions int
 	// Handler consumes the queue; nil registers it for enqueueing only.
 	Handler handling.Handler
