@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -613,27 +612,17 @@ func rowLinks(body string) []string {
 // and every link is a page that exists (each fetched once: seen).
 func checkLinks(t *testing.T, page string, seen map[string]bool) []string {
 	t.Helper()
-	get := func(u string) string {
-		t.Helper()
-		resp, err := http.Get(u)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, u)
-		return string(b)
-	}
 	base, err := url.Parse(page)
 	require.NoError(t, err)
 	var out []string
-	for _, m := range regexp.MustCompile(`(href|action)="([^"]*)"`).FindAllStringSubmatch(get(page), -1) {
+	for _, m := range regexp.MustCompile(`(href|action)="([^"]*)"`).FindAllStringSubmatch(getOK(t, page), -1) {
 		ref, err := url.Parse(html.UnescapeString(m[2]))
 		require.NoError(t, err)
 		u := base.ResolveReference(ref)
 		require.True(t, strings.HasPrefix(u.Path, "/seqbox/"), "%s on %s resolves to %s", m[2], page, u)
 		if m[1] == "href" && !seen[u.String()] {
 			seen[u.String()] = true
-			get(u.String())
+			getOK(t, u.String())
 		}
 		out = append(out, u.String())
 	}

@@ -465,16 +465,7 @@ func testBasePath(t *testing.T, e *env) {
 	mux.Handle("/seqbox/", http.StripPrefix("/seqbox", e.h))
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	get := func(u string) string {
-		t.Helper()
-		resp, err := http.Get(u)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, u)
-		return string(b)
-	}
+	get := func(u string) string { return getOK(t, u) }
 	linkRE := regexp.MustCompile(`(?:href|action)="([^"]*)"`)
 	pages := []string{"/seqbox/", "/seqbox/queues/slow", "/seqbox/queues/slow?state=retrying", "/seqbox/queues/slow/partitions/0"}
 	var actions []*url.URL
@@ -526,4 +517,16 @@ func noScript(t *testing.T, body string) {
 	t.Helper()
 	require.NotContains(t, body, "<script>")
 	require.NotContains(t, body, `alert("`)
+}
+
+// getOK GETs u over the network and returns its body, requiring a 200.
+func getOK(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, u)
+	return string(b)
 }
