@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/url"
@@ -475,7 +476,7 @@ func (h *handler) actOne(w http.ResponseWriter, r *http.Request) {
 		return []any{"who", who, "action", action, "letter", r.PathValue("id"), "outcome", outcome}
 	}
 	if h.readOnly {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: read-only")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: read-only"))
 		h.fail(w, r, http.StatusForbidden, "this UI is read-only")
 		return
 	}
@@ -486,7 +487,7 @@ func (h *handler) actOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.checkToken(r, "deadletter", action, strconv.FormatInt(id, 10)) {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: bad CSRF token"))
 		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
 		return
 	}
@@ -512,15 +513,15 @@ func (h *handler) actOne(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &se):
 		done = fmt.Sprintf("not done: another operator acted first; this letter is %s now, which %s does not apply to", se.Status, words.Verb)
 	case errors.Is(err, deadletter.ErrNotFound):
-		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs("not done: "+err.Error())...)
+		h.logAction(r, slog.LevelInfo, logAttrs("not done: "+err.Error()))
 		h.fail(w, r, http.StatusNotFound, err.Error())
 		return
 	case err != nil:
-		h.log.ErrorContext(r.Context(), "seqbox ui action", logAttrs("failed: "+err.Error())...)
+		h.logAction(r, slog.LevelError, logAttrs("failed: "+err.Error()))
 		h.internal(w, r, err)
 		return
 	}
-	h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(done)...)
+	h.logAction(r, slog.LevelInfo, logAttrs(done))
 	l, lerr := h.letter(r, id)
 	if lerr != nil {
 		h.internal(w, r, lerr)
@@ -627,7 +628,7 @@ func (h *handler) actBulk(w http.ResponseWriter, r *http.Request) {
 		return []any{"who", who, "action", action, "filter", filter, "count", count, "outcome", outcome}
 	}
 	if h.readOnly {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: read-only")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: read-only"))
 		h.fail(w, r, http.StatusForbidden, "this UI is read-only")
 		return
 	}
@@ -637,7 +638,7 @@ func (h *handler) actBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.checkToken(r, "deadletters", action) {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: bad CSRF token"))
 		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
 		return
 	}
@@ -675,20 +676,20 @@ func (h *handler) actBulk(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, deadletter.ErrNoMatch):
 		p.Outcome = "not done: no pending letter matches now"
 	case errors.Is(err, deadletter.ErrInvalidSelection):
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: "+err.Error())...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: "+err.Error()))
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	case err != nil:
-		h.log.ErrorContext(r.Context(), "seqbox ui action", logAttrs("failed: "+err.Error())...)
+		h.logAction(r, slog.LevelError, logAttrs("failed: "+err.Error()))
 		h.internal(w, r, err)
 		return
 	default:
 		p.Outcome = fmt.Sprintf("%s %d letters", words.Done, len(c.IDs))
-		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(p.Outcome)...)
+		h.logAction(r, slog.LevelInfo, logAttrs(p.Outcome))
 		h.render(w, r, http.StatusOK, "confirm", p.Outcome, p)
 		return
 	}
-	h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(p.Outcome)...)
+	h.logAction(r, slog.LevelInfo, logAttrs(p.Outcome))
 	p.Changed = true
 	h.render(w, r, http.StatusConflict, "confirm", "Not done", p)
 }

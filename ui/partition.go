@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,6 +151,15 @@ func (h *handler) failStatus(w http.ResponseWriter, r *http.Request, status int,
 	h.fail(w, r, status, err.Error())
 }
 
+// actionLog is the message of every line of the action log.
+const actionLog = "seqbox ui action"
+
+// logAction writes one line of the action log: who did what, and how it
+// ended, as attrs say.
+func (h *handler) logAction(r *http.Request, level slog.Level, attrs []any) {
+	h.log.Log(r.Context(), level, actionLog, attrs...)
+}
+
 // act runs an action: read-only refused, then the partition found, the
 // CSRF token checked, and the action taken conditional on the state the
 // page showed, which the API compares under the partition's row lock.
@@ -161,7 +171,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		return []any{"who", who, "action", action, "queue", queue, "partition", r.PathValue("n"), "outcome", outcome}
 	}
 	if h.readOnly {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: read-only")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: read-only"))
 		h.fail(w, r, http.StatusForbidden, "this UI is read-only")
 		return
 	}
@@ -171,13 +181,13 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	p, status, err := h.load(r)
 	if err != nil {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: "+err.Error())...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: "+err.Error()))
 		h.failStatus(w, r, status, err)
 		return
 	}
 	ps := p.State
 	if !h.checkToken(r, "partition", action, queue, strconv.Itoa(ps.Partition)) {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: bad CSRF token"))
 		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
 		return
 	}
@@ -209,7 +219,7 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &pe):
 		outcome := "not done: " + strings.TrimPrefix(pe.Err.Error(), "seqbox: ")
-		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(outcome)...)
+		h.logAction(r, slog.LevelInfo, logAttrs(outcome))
 		p, status, err = h.load(r)
 		if err != nil {
 			h.failStatus(w, r, status, err)
@@ -219,11 +229,11 @@ func (h *handler) act(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, http.StatusConflict, "partition", title(ps), p)
 		return
 	case err != nil:
-		h.log.ErrorContext(r.Context(), "seqbox ui action", logAttrs("failed: "+err.Error())...)
+		h.logAction(r, slog.LevelError, logAttrs("failed: "+err.Error()))
 		h.internal(w, r, err)
 		return
 	}
-	h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(done)...)
+	h.logAction(r, slog.LevelInfo, logAttrs(done))
 	p, status, err = h.load(r)
 	if err != nil {
 		h.failStatus(w, r, status, err)

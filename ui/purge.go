@@ -2,6 +2,7 @@ package ui
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -119,12 +120,12 @@ func (h *handler) doPurge(w http.ResponseWriter, r *http.Request) {
 		return []any{"who", who, "action", "purge", "queue", queue, "filter", filter, "count", shown, "outcome", outcome}
 	}
 	if h.readOnly {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: read-only")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: read-only"))
 		h.fail(w, r, http.StatusForbidden, "this UI is read-only")
 		return
 	}
 	if !h.checkToken(r, "purge", queue) {
-		h.log.WarnContext(r.Context(), "seqbox ui action", logAttrs("refused: bad CSRF token")...)
+		h.logAction(r, slog.LevelWarn, logAttrs("refused: bad CSRF token"))
 		h.fail(w, r, http.StatusForbidden, "bad or missing CSRF token; reload the page and try again")
 		return
 	}
@@ -150,7 +151,7 @@ func (h *handler) doPurge(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Count != n {
 		p.Outcome, p.Changed = fmt.Sprintf("not done: changed since the preview, which counted %d: now %d", n, p.Count), true
-		h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(p.Outcome)...)
+		h.logAction(r, slog.LevelInfo, logAttrs(p.Outcome))
 		h.render(w, r, http.StatusConflict, "purge", "Purge preview", p)
 		return
 	}
@@ -159,12 +160,12 @@ func (h *handler) doPurge(w http.ResponseWriter, r *http.Request) {
 		// Purge reports what it did before it failed (a context ended
 		// while it waited for a delivery): say that too.
 		err = fmt.Errorf("purge stopped after %d messages: %w", purged(res), err)
-		h.log.ErrorContext(r.Context(), "seqbox ui action", logAttrs("failed: "+err.Error())...)
+		h.logAction(r, slog.LevelError, logAttrs("failed: "+err.Error()))
 		h.internal(w, r, err)
 		return
 	}
 	p.Preview, p.Token, p.Done = nil, "", &res
 	p.Outcome = fmt.Sprintf("Purged %d messages", purged(res))
-	h.log.InfoContext(r.Context(), "seqbox ui action", logAttrs(p.Outcome)...)
+	h.logAction(r, slog.LevelInfo, logAttrs(p.Outcome))
 	h.render(w, r, http.StatusOK, "purge", "Purged", p)
 }

@@ -1,7 +1,6 @@
 package ui_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"html"
@@ -12,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,29 +43,12 @@ type env struct {
 	db    *bun.DB
 	ob    *seqbox.Outbox
 	admin *seqbox.Admin
-	logs  *syncBuffer
+	logs  *ui.LogBuffer
 	h     *ui.Handler
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
 }
 
 // tenYears is the slow queue's retry delay.
 const tenYears = 10 * 365 * 24 * time.Hour
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func failing(ctx context.Context, d processor.Delivery) error {
 	if strings.HasPrefix(string(d.Payload), "bad") {
@@ -117,7 +98,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB, extra ...queueDef) *env
 		defer cancel()
 		_ = ob.Stop(sctx)
 	})
-	e := &env{t: t, ctx: ctx, db: db, ob: ob, admin: ob.Admin(), logs: &syncBuffer{}}
+	e := &env{t: t, ctx: ctx, db: db, ob: ob, admin: ob.Admin(), logs: &ui.LogBuffer{}}
 	e.h, err = ui.New(e.admin, ui.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))),
 		ui.WithIdentity(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	require.NoError(t, err)
