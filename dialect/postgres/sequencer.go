@@ -82,9 +82,12 @@ WHERE id = ?pid
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 FOR NO KEY UPDATE SKIP LOCKED`),
-	Select: kit.Inline(`SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming}
-WHERE partition_id = ?pid AND xid >= CAST(CAST(?bound AS text) AS xid8)
-ORDER BY xid, id LIMIT ?limit`),
+	// ORDER BY names the table's columns (i.xid, i.id): a bare "xid" would
+	// be the output column, the bigint cast, which no index provides, and
+	// each move would read and sort the partition's whole backlog.
+	Select: kit.Inline(`SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM {incoming} i
+WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(?bound AS text) AS xid8)
+ORDER BY i.xid, i.id LIMIT ?limit`),
 	Update: kit.Inline(`UPDATE {partitions} SET sequence = ?sequence, incoming_xid = CAST(CAST(?bound AS text) AS xid8) WHERE id = ?pid`),
 
 	// One batch of partition ?pid in one round trip instead of seven. sel
@@ -127,12 +130,13 @@ WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
-	// Each partition's head of line from its own bound, by index (LATERAL).
+	// Each partition's head of line from its own bound, by index (LATERAL;
+	// ORDER BY names the table's columns, as in Select).
 	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, m.id, m.tid, m.body_id, m.xid
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
-CROSS JOIN LATERAL (SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming}
-	WHERE partition_id = r.pid AND xid >= CAST(CAST(r.bound AS text) AS xid8)
-	ORDER BY xid, id LIMIT ?limit) m
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM {incoming} i
+	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
+	ORDER BY i.xid, i.id LIMIT ?limit) m
 ORDER BY r.pid, m.xid, m.id`),
 	ManyUpdate: kit.Inline(`UPDATE {partitions} p SET sequence = u.seq, incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
 FROM unnest(CAST(?pids AS bigint[]), CAST(?seqs AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, seq, bound)
