@@ -51,11 +51,14 @@ const (
 	// longer keeps up: the highest delivered rate with a bounded backlog,
 	// beside the one-table INSERT ceiling.
 	ScenarioCapacity = "capacity"
+	// ScenarioSchema is a schema A/B of the enqueue write path: one
+	// table, one ordered table, seqbox's two rows, as plain SQL.
+	ScenarioSchema = "schema"
 )
 
 // AllScenarios lists every scenario in the order Run measures them.
 func AllScenarios() []string {
-	return append(DefaultScenarios(), ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak, ScenarioCapacity)
+	return append(DefaultScenarios(), ScenarioHeldSnapshot, ScenarioPartitions, ScenarioSoak, ScenarioCapacity, ScenarioSchema)
 }
 
 // DefaultScenarios are those run when none are named: the growth scenarios
@@ -548,6 +551,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		{ScenarioPartitions, b.partitionSweepFigure},
 		{ScenarioSoak, b.soakFigure},
 		{ScenarioCapacity, b.capacityFigure},
+		{ScenarioSchema, b.schemaFigure},
 	} {
 		if !opts.has(growth.name) {
 			continue

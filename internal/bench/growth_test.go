@@ -227,6 +227,7 @@ func TestGrowthScenarios(t *testing.T) {
 			t.Run(ScenarioPartitions, func(t *testing.T) { testPartitionSweep(t, base) })
 			t.Run(ScenarioSoak, func(t *testing.T) { testSoak(t, db.name, base) })
 			t.Run(ScenarioCapacity, func(t *testing.T) { testCapacity(t, base) })
+			t.Run(ScenarioSchema, func(t *testing.T) { testSchema(t, base) })
 		})
 	}
 }
@@ -494,4 +495,23 @@ func testCapacity(t *testing.T, base Options) {
 	assert.Equal(t, []string{"capacity / one-table INSERT ceiling"}, ratioNames(r))
 	assert.Contains(t, text, "capacity ladder, run 1")
 	assert.Contains(t, text, "the producers could not offer this rate")
+}
+
+// testSchema: the schema A/B writes each shape three ways and reports the
+// ordered table and the two rows against the one-table baseline of the
+// same rounds, which it also lists.
+func testSchema(t *testing.T, base Options) {
+	rep, text := runTiny(t, tiny(base, ScenarioSchema))
+	res := byScenario(rep, ScenarioSchema)
+	require.Len(t, res, 6)
+	for _, r := range res {
+		assert.Positive(t, r.MsgsPerSec.Median, r.Variant)
+		if strings.HasSuffix(r.Variant, "(the baseline)") {
+			assert.Nil(t, r.Baseline, r.Variant)
+			continue
+		}
+		require.NotNil(t, r.Baseline, r.Variant)
+		assert.InDelta(t, r.MsgsPerSec.Median/r.Baseline.Median, r.Ratio, 1e-9, r.Variant)
+	}
+	assert.Contains(t, text, "one ordered table")
 }
