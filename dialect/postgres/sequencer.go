@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/uptrace/bun"
 
@@ -122,7 +123,9 @@ ORDER BY xid, id LIMIT ?limit`),
 	// "PostgreSQL move deletes by ctid"). The partition lock makes the
 	// ctids stable: only its holder deletes the partition's rows, and
 	// nothing updates them. Rows are numbered in (xid, id) order because
-	// DELETE … RETURNING has no order. All CTEs share one snapshot, taken
+	// DELETE … RETURNING has no order. top is always one row: without a
+	// processor row its base is NULL, and the insert fails on the NOT NULL
+	// seq rather than the delete going through alone. All CTEs share one snapshot, taken
 	// before the lock: a row another mover deleted meanwhile is not deleted
 	// again (del returns only what this statement deleted), and a top read
 	// from before that mover's commit collides with its seqs on outgoing's
@@ -137,9 +140,8 @@ sel AS (SELECT ctid AS t FROM {incoming} WHERE partition_id = ?pid AND xid >= (S
 del AS (DELETE FROM {incoming} WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
 num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
 cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
-top AS (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS base
-	FROM {processor} pr WHERE pr.partition_id = ?pid),
+top AS (SELECT (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS base),
 nb AS (SELECT GREATEST(p.incoming_xid, CASE WHEN cnt.n = ?limit
 		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
 		ELSE pg_snapshot_xmin(pg_current_snapshot()) END) AS bound
@@ -214,7 +216,14 @@ type moveRow struct {
 	TID    string `bun:"tid"`
 	BodyID []byte `bun:"body_id"`
 	XID    int64  `bun:"xid"`
-	Top    int64  `bun:"top"`
+	Top    *int64 `bun:"top"` // nil: no processor row
+}
+
+// errNoProcessor refuses to number a partition without a processor row
+// (registration writes both in one transaction): its seqs would start
+// again at 1.
+func errNoProcessor(pid int64) error {
+	return fmt.Errorf("seqbox: partition %d has no processor row", pid)
 }
 
 // nextBound is the lower bound after a move; see the comment above.
@@ -280,7 +289,10 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 		if len(rows) == 0 {
 			return nil
 		}
-		base, n := rows[0].Top, int64(len(rows))
+		if rows[0].Top == nil {
+			return errNoProcessor(p.PartitionID)
+		}
+		base, n := *rows[0].Top, int64(len(rows))
 		if bound := nextBound(lock.Bound, lock.XMin, rows[len(rows)-1].XID, len(rows) == p.Limit); bound != lock.Bound {
 			if _, err := d.Exec(ctx, tx, moveSQL.Update, kit.Args{"bound": bound, "pid": p.PartitionID}); err != nil {
 				return err
@@ -304,7 +316,7 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 
 type moveManyRow struct {
 	PartitionID int64  `bun:"partition_id"`
-	Top         int64  `bun:"top"`
+	Top         *int64 `bun:"top"` // nil: no processor row
 	ID          int64  `bun:"id"`
 	TID         string `bun:"tid"`
 	BodyID      []byte `bun:"body_id"`
@@ -350,7 +362,10 @@ func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMov
 		// partition's top: the last of each partition is its last xid read.
 		top, lastXID := map[int64]int64{}, map[int64]int64{}
 		for _, r := range rows {
-			top[r.PartitionID], lastXID[r.PartitionID] = r.Top, r.XID
+			if r.Top == nil {
+				return errNoProcessor(r.PartitionID)
+			}
+			top[r.PartitionID], lastXID[r.PartitionID] = *r.Top, r.XID
 		}
 		moved, seqs := kit.NumberRows(rows, top)
 		var upPIDs, upBounds []int64

@@ -105,6 +105,25 @@ func testSequenceMove(t *testing.T, open Open) {
 			require.Equal(t, first+1, stats[0].Sequence, "round %d: the cursor is the last seq handed out", round)
 		}
 	})
+	t.Run("NoProcessorRow", func(t *testing.T) {
+		// Without its processor row (registration writes both in one
+		// transaction) a partition's last seq handed out is unknown: every
+		// shape of move fails and leaves the rows where they are, never
+		// numbering them from 1 again nor deleting them unmoved.
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		e.enqueue(pid, 2)
+		_, err := e.db.NewRaw("DELETE FROM ? WHERE partition_id = ?", bun.Ident(e.tb.Processor), pid).Exec(e.ctx)
+		require.NoError(t, err)
+		for _, backlog := range []bool{false, true} {
+			_, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
+			require.Error(t, err, "backlog=%v", backlog)
+		}
+		_, err = e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
+		require.Error(t, err)
+		require.Equal(t, 2, e.incoming(pid))
+		require.Empty(t, e.outgoing(pid))
+	})
 	t.Run("PartitionRowNotRewritten", func(t *testing.T) {
 		// Under a held transaction that has an xid, the lower bound stops
 		// at it, and a move then writes no version of the partition's row

@@ -95,9 +95,8 @@ sel AS (SELECT ctid AS t FROM seqbox_incoming WHERE partition_id = 7 AND xid >= 
 del AS (DELETE FROM seqbox_incoming WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
 num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
 cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
-top AS (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS base
-	FROM seqbox_processor pr WHERE pr.partition_id = 7),
+top AS (SELECT (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS base),
 nb AS (SELECT GREATEST(p.incoming_xid, CASE WHEN cnt.n = 100
 		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
 		ELSE pg_snapshot_xmin(pg_current_snapshot()) END) AS bound
