@@ -103,13 +103,17 @@ WHERE id = ?pid
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 FOR NO KEY UPDATE SKIP LOCKED`),
-	// top is an InitPlan, run once whatever the number of rows.
-	Select: kit.Inline(`SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid,
+	// top is an InitPlan, run once whatever the number of rows. The order
+	// is the table's columns, i.xid: a bare "xid" would name the bigint
+	// output column, which the index does not order, and every move read
+	// and sorted the partition's whole backlog from the bound (23 ms for
+	// 20,000 rows, against 0.06 ms for the first 100 by index).
+	Select: kit.Inline(`SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top
-FROM {incoming}
-WHERE partition_id = ?pid AND xid >= CAST(CAST(?bound AS text) AS xid8)
-ORDER BY xid, id LIMIT ?limit`),
+FROM {incoming} i
+WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(?bound AS text) AS xid8)
+ORDER BY i.xid, i.id LIMIT ?limit`),
 	Update: kit.Inline(`UPDATE {partitions} SET incoming_xid = CAST(CAST(?bound AS text) AS xid8) WHERE id = ?pid`),
 
 	// One batch of partition ?pid in one round trip instead of seven. sel
@@ -158,15 +162,21 @@ WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
-	// Each partition's top once (t) and its head of line from its own
-	// bound (m), both by index (LATERAL).
+	// Each partition's top (t) and its head of line from its own bound
+	// (m), both by index (LATERAL). t's LIMIT keeps it a subquery run once
+	// per partition (without one the planner flattens it and runs the top
+	// read once per row), and LEFT keeps a partition without a processor
+	// row, its top NULL: that move fails (errNoProcessor). m orders by
+	// the table's columns: a bare "ORDER BY xid" names the bigint output
+	// column, and the index no longer gives that order (see Select).
 	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.xid
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
-CROSS JOIN LATERAL (SELECT (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = r.pid) AS top) t
-CROSS JOIN LATERAL (SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM {incoming}
-	WHERE partition_id = r.pid AND xid >= CAST(CAST(r.bound AS text) AS xid8)
-	ORDER BY xid, id LIMIT ?limit) m
+LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+	FROM {processor} pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM {incoming} i
+	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
+	ORDER BY i.xid, i.id LIMIT ?limit) m
 ORDER BY r.pid, m.xid, m.id`),
 	ManyUpdate: kit.Inline(`UPDATE {partitions} p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, bound)

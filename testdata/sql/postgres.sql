@@ -77,12 +77,12 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (inlined)
-SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid,
+SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top
-FROM seqbox_incoming
-WHERE partition_id = 7 AND xid >= CAST(CAST(1201 AS text) AS xid8)
-ORDER BY xid, id LIMIT 100;
+FROM seqbox_incoming i
+WHERE i.partition_id = 7 AND i.xid >= CAST(CAST(1201 AS text) AS xid8)
+ORDER BY i.xid, i.id LIMIT 100;
 
 -- moves.Update (inlined)
 UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(1201 AS text) AS xid8) WHERE id = 7;
@@ -118,11 +118,12 @@ ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 -- moves.ManySelect (inlined)
 SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.xid
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS r(pid, bound)
-CROSS JOIN LATERAL (SELECT (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = r.pid) AS top) t
-CROSS JOIN LATERAL (SELECT id, ctid::text AS tid, body_id, (xid::text)::bigint AS xid FROM seqbox_incoming
-	WHERE partition_id = r.pid AND xid >= CAST(CAST(r.bound AS text) AS xid8)
-	ORDER BY xid, id LIMIT 100) m
+LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+	FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
+	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
+	ORDER BY i.xid, i.id LIMIT 100) m
 ORDER BY r.pid, m.xid, m.id;
 
 -- moves.ManyUpdate (inlined)
