@@ -15,10 +15,12 @@ type PartitionStatsParams struct {
 
 // PartitionStats are one partition's backlog figures.
 type PartitionStats struct {
-	PartitionID  int64
-	Queue        string
-	Partition    int
-	Incoming     int64
+	PartitionID int64
+	Queue       string
+	Partition   int
+	Incoming    int64
+	// Sequence is the last seq handed out: the top of the partition's
+	// outgoing rows, or ProcessedSeq once the vacuum has pruned them all.
 	Sequence     int64
 	ProcessedSeq int64
 	Attempts     int

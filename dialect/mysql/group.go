@@ -18,7 +18,7 @@ var groupSQL = kit.GroupSQL{
 WHERE partition_id IN (?pids)
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id)
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 ORDER BY partition_id FOR UPDATE SKIP LOCKED`),
 	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
 locked_until = TIMESTAMPADD(MICROSECOND, (CASE partition_id ?lease_cases END), UTC_TIMESTAMP(6)),
@@ -28,7 +28,13 @@ WHERE partition_id IN (?pids)`,
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
 	// The acks wait for the row lock instead of skipping: the rows are
 	// ours unless a lease expired, and a skip would read as a lost lease.
-	LockOwned: kit.Inline(`SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence
+	// top is two probes of outgoing's primary key (see Tops in
+	// sequencer.go): is seq cursor+1 there, and if so the partition's last
+	// entry, read backwards; otherwise the cursor.
+	LockOwned: kit.Inline(`SELECT partition_id, CASE
+	WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
+	THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id ORDER BY o.seq DESC LIMIT 1)
+	ELSE processed_seq END AS top
 FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner ORDER BY partition_id FOR UPDATE`),
 	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
 next_attempt_at = NULL, locked_by = NULL, locked_until = NULL

@@ -16,13 +16,25 @@ import (
 //	AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
 //
 // and the ready poll, the leases and the group lock must keep agreeing on it.
+// "Has work" is one probe of outgoing's primary key, an eq_ref: the row
+// after the cursor exists (seqs are gap-free above it, tombstones
+// included, and the vacuum deletes only at or below it). A correlated
+// "seq > processed_seq" would be read by the partition prefix and
+// filtered, through every row the vacuum deleted that InnoDB still keeps
+// delete-marked for an open read view. It is a scalar subquery, (SELECT
+// o.seq … o.seq = processed_seq + 1) IS NOT NULL, which the optimizer
+// runs as written; an EXISTS it may turn into a semi-join or a
+// materialized IN, whose choice follows the statistics. Subqueries are
+// plain reads: under READ COMMITTED they lock nothing in outgoing, even in
+// a locking statement. No statement here reads the partitions row.
 
 // processorSQL is the processor's statements. The hot path's (lock,
 // outgoing list, outcome) run prepared: the server parses them once per
 // connection.
 var processorSQL = kit.ProcessorSQL{
-	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (?pids) AND pa.sequence > pr.processed_seq
+	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr
+WHERE pr.partition_id IN (?pids)
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))`),
 	// Transactional mode: the row lock, not locked_until, is what keeps
@@ -30,7 +42,7 @@ AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))`),
 	// LOCKED passes over a row another transaction holds.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor}
 WHERE partition_id = ?pid AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid) FOR UPDATE SKIP LOCKED`),
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED`),
 	// The body probed by primary key from each outgoing row: STRAIGHT_JOIN
 	// keeps outgoing first whatever the statistics say.
 	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
@@ -82,7 +94,7 @@ lease_limit = ?limit, attempts = attempts + 1
 WHERE partition_id = ?pid
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)`),
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL`),
 	State: kit.Prepare(`SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid AND locked_by = ?owner`),
 }
 

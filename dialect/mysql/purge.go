@@ -14,7 +14,7 @@ import (
 // each incoming or outgoing row (STRAIGHT_JOIN keeps that row's table
 // first whatever the statistics say).
 var purgeSQL = kit.PurgeSQL{
-	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR UPDATE`),
+	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid FOR UPDATE`),
 	// lease_window: how far past the cursor a live lease's batch may reach.
 	LockProcessor: kit.Inline(`SELECT processed_seq,
 CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window

@@ -23,20 +23,31 @@ WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id)`),
 // moveSQL is the move as several simple statements in one transaction.
 var moveSQL = kit.MoveSQL{
 	// SKIP LOCKED: a partition another sequencer is moving is skipped, not
-	// waited for.
-	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR UPDATE SKIP LOCKED`),
+	// waited for. A lock writes no row version: the partition row is not
+	// rewritten by moves (docs/ARCHITECTURE.md, "Cost that stays flat").
+	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid FOR UPDATE SKIP LOCKED`),
 	// A plain read: the partition lock already serialises sequencers, and
 	// rows of still-open producers are invisible here; they get later seqs.
 	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
-	SetSequence:    kit.Inline(`UPDATE {partitions} SET sequence = ?sequence WHERE id = ?pid`),
+	// Two probes of outgoing's primary key per partition, never a walk of
+	// the rows the vacuum deleted below the cursor (InnoDB keeps them,
+	// delete-marked, while any read view may see them): is seq cursor+1
+	// there, and if so the partition's last entry, read backwards. A
+	// correlated range "seq > cursor" is read by the partition prefix and
+	// filtered, through every delete-marked entry. A plain read, in a
+	// statement after the partition lock: its snapshot sees every move
+	// that held the lock before.
+	Tops: kit.Inline(`SELECT pr.partition_id, CASE
+	WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1)
+	ELSE pr.processed_seq END AS top
+FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	// In id order, the order every several-partition move locks them in.
-	LockPartitions: kit.Inline(`SELECT id, sequence FROM {partitions} WHERE id IN (?pids) ORDER BY id FOR UPDATE SKIP LOCKED`),
+	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id FOR UPDATE SKIP LOCKED`),
 	// One partition's head of line per derived table, joined by UNION ALL:
 	// a LIMIT inside a compound SELECT needs the derived table.
 	SelectHeads: kit.Inline(`?heads`, kit.List{Name: "heads", Sep: " UNION ALL ",
 		Item: `SELECT * FROM (SELECT partition_id, id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit) AS ?alias`}),
-	SetSequences: kit.Inline(`UPDATE {partitions} SET sequence = CASE id ?cases END WHERE id IN (?pids)`,
-		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?sequence`, Sep: " "}),
 	Write: kit.WriteSQL{
 		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
 			kit.Rows(`(?pid, ?seq, ?body_id, UTC_TIMESTAMP(6))`)),

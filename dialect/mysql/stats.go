@@ -12,11 +12,16 @@ import (
 var statsSQL = kit.StatsSQL{
 	// Each figure is found through an index. The oldest sequenced message
 	// is the head of the sequenced line, by primary key (seqs are gap-free
-	// above processed_seq); the oldest incoming one is the head of the
-	// line, the first row by id: MIN(created_at) over the join would read
-	// every row of a backlog (BENCHMARKS.md, "Figures behind design choices",
-	// "Oldest message by index").
-	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
+	// above processed_seq); the last seq handed out is the partition's last
+	// outgoing entry when the head exists, else the cursor (see Tops in
+	// sequencer.go); the oldest incoming one is the head of the line, the
+	// first row by id: MIN(created_at) over the join would read every row
+	// of a backlog (BENCHMARKS.md, "Figures behind design choices", "Oldest
+	// message by index").
+	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
+CASE WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+ THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1)
+ ELSE pr.processed_seq END AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT b.created_at FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
  WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,

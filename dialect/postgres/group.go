@@ -18,7 +18,7 @@ var groupSQL = kit.GroupSQL{
 WHERE partition_id IN (?pids)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id)
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED`),
 	// The always-true set_config condition makes the lease's transaction
 	// commit asynchronously at no extra round trip (see processor.go).
@@ -29,8 +29,11 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) 
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
 	// The acks wait for the row lock instead of skipping: the rows are ours
-	// unless a lease expired, and a skip would read as a lost lease.
-	LockOwned: kit.Inline(`SELECT partition_id, (SELECT sequence FROM {partitions} pa WHERE pa.id = {processor}.partition_id) AS sequence
+	// unless a lease expired, and a skip would read as a lost lease. top is
+	// the last seq above the cursor, by the primary key backwards (never a
+	// walk of the pruned rows below it), or the cursor.
+	LockOwned: kit.Inline(`SELECT partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
+	WHERE o.partition_id = {processor}.partition_id AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner
 ORDER BY partition_id FOR NO KEY UPDATE`),
 	// Commits asynchronously: the always-true set_config condition sets it

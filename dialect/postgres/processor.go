@@ -14,6 +14,18 @@ import (
 //	parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 //	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 //
+// "Has work" is one probe of outgoing's primary key: the row after the
+// cursor exists (seqs are gap-free above it, tombstones included, and the
+// vacuum deletes only at or below it). It is a scalar subquery, (SELECT
+// o.seq … o.seq = processed_seq + 1) IS NOT NULL, not EXISTS: the planner
+// turns an EXISTS into a semi-join, and on statistics that believe
+// outgoing nearly empty it merged the partitions' whole ranges of the
+// index (every pruned row a held snapshot keeps included) instead of
+// probing it (docs/ARCHITECTURE.md, "Plans that do not depend on
+// statistics"). No statement here reads the partitions row: its version
+// chain under a held snapshot is not theirs to walk ("Cost that stays
+// flat").
+//
 // Durations arrive in microseconds and are added to now() as
 // (now() + CAST(?x_us AS double precision) * interval '1 microsecond'):
 // typed, so that a bound parameter needs no inference. The statements of
@@ -26,8 +38,9 @@ import (
 
 // processorSQL is the processor's statements of kit's shapes.
 var processorSQL = kit.ProcessorSQL{
-	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (?pids) AND pa.sequence > pr.processed_seq
+	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr
+WHERE pr.partition_id IN (?pids)
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())`),
 	// The transactional handler's transaction: the always-true set_config
@@ -36,7 +49,7 @@ WHERE pr.partition_id IN (?pids) AND pa.sequence > pr.processed_seq
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor}
 WHERE partition_id = ?pid
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 FOR NO KEY UPDATE SKIP LOCKED`),
 	// A row's body is probed by primary key from the row: LATERAL with a
@@ -105,7 +118,7 @@ var leaseSQL = leases{
 	WHERE partition_id = ?pid
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 	RETURNING processed_seq, attempts, purges)
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges,
@@ -119,12 +132,12 @@ ORDER BY m.seq`),
 	parked_at = CASE WHEN CAST(?park AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
 WHERE partition_id = ?pid AND (CAST(?owner AS text) = '' OR locked_by = ?owner)
 	AND set_config('synchronous_commit', 'off', true) = 'off'`),
-	AckLease: kit.Prepare(`WITH s AS (SELECT sequence FROM {partitions} WHERE id = ?pid),
+	AckLease: kit.Prepare(`WITH s AS (SELECT (SELECT seq FROM {outgoing} WHERE partition_id = ?pid AND seq = CAST(?seq AS bigint) + 1) IS NOT NULL AS more),
 u AS (UPDATE {processor} SET processed_seq = ?seq,
-	attempts = CASE WHEN ?seq < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
+	attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END,
 	last_error = NULL, next_attempt_at = NULL,
-	locked_by = CASE WHEN ?seq < (SELECT sequence FROM s) THEN locked_by END,
-	locked_until = CASE WHEN ?seq < (SELECT sequence FROM s) THEN (now() + CAST(?lease_us AS double precision) * interval '1 microsecond') END,
+	locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END,
+	locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST(?lease_us AS double precision) * interval '1 microsecond') END,
 	lease_limit = ?limit
 	WHERE partition_id = ?pid AND locked_by = ?owner
 	AND set_config('synchronous_commit', 'off', true) = 'off'
@@ -141,7 +154,7 @@ ORDER BY m.seq`),
 WHERE partition_id = ?pid
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts`),
 }
 

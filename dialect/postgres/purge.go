@@ -13,7 +13,7 @@ import (
 // JSON object as text, contain it (jsonb @>). Bodies are probed by primary
 // key from the row (see OutgoingList in processor.go). The locks wait.
 var purgeSQL = kit.PurgeSQL{
-	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid FOR NO KEY UPDATE`),
+	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid FOR NO KEY UPDATE`),
 	// lease_window: how far past the cursor a live lease's batch may reach.
 	LockProcessor: kit.Inline(`SELECT processed_seq,
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()

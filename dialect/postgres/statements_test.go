@@ -30,7 +30,6 @@ func TestStatements(t *testing.T) {
 		"GroupSQL.ReadRanges?pids":   pgArray(7, 8),
 		"vacuums.Delete?pids":        pgArray(7, 8),
 		"bounds":                     pgArray(1201, 1202),
-		"moves.ManyUpdate?seqs":      pgArray(141, 57),
 		"los":                        pgArray(41, 56),
 		"his":                        pgArray(141, 156),
 		"froms":                      pgArray(0, 12),

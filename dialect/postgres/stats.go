@@ -15,11 +15,15 @@ import (
 // moved, whether a vacuum removed them yet or not.
 var statsSQL = kit.StatsSQL{
 	// The head of the sequenced line by primary key (seqs are gap-free
-	// above processed_seq), and the head of the incoming line through the
-	// index in the moves' order: MIN(created_at) over the join read every
-	// row of a backlog, dead rows included (BENCHMARKS.md, "Figures behind
-	// design choices", "Oldest message by index").
-	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
+	// above processed_seq), the last seq handed out as the last one above
+	// it by the primary key backwards (or the cursor: see sequencer.go),
+	// and the head of the incoming line through the index in the moves'
+	// order: MIN(created_at) over the join read every row of a backlog,
+	// dead rows included (BENCHMARKS.md, "Figures behind design choices",
+	// "Oldest message by index").
+	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
+	COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 	(SELECT b.created_at FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
 		WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,

@@ -9,11 +9,14 @@ import (
 
 // The processor's statements. "Leasable" is one condition, written out
 // in each statement that needs it: not parked, no live lease and no retry
-// pending. Lease, lock, batch read and outcome are the hot path and run
-// prepared: SQLite parses each once per connection.
+// pending. "Has work" is one probe of outgoing's primary key: the row
+// after the cursor exists (seqs are gap-free above it, and the vacuum
+// deletes only at or below it). Lease, lock, batch read and outcome are
+// the hot path and run prepared: SQLite parses each once per connection.
 var processorSQL = kit.ProcessorSQL{
-	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (?pids) AND pa.sequence > pr.processed_seq
+	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr
+WHERE pr.partition_id IN (?pids)
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))`),
@@ -21,7 +24,7 @@ AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f',
 	// start, so the row stays as read until it commits.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid
 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)`),
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL`),
 	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
 WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit`),
@@ -63,7 +66,7 @@ WHERE partition_id = ?pid
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND processed_seq < (SELECT sequence FROM {partitions} WHERE id = ?pid)
+AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts`),
 }
 

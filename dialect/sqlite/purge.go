@@ -15,7 +15,7 @@ import (
 // matches when every pair of it is in the body's headers with the same
 // value. json_each, not a JSON path: a header name needs no quoting.
 var purgeSQL = kit.PurgeSQL{
-	LockPartition: kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid`),
+	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid`),
 	// lease_window: how far past the cursor a live lease's batch may reach
 	// (a lease from before lease_limit existed: the largest batch).
 	LockProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')

@@ -15,16 +15,18 @@ import (
 // sequencers, and rows of still-open producers are invisible here; they
 // get later seqs.
 var moveSQL = kit.MoveSQL{
-	LockPartition:  kit.Inline(`SELECT sequence FROM {partitions} WHERE id = ?pid`),
+	LockPartition:  kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid`),
 	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
-	SetSequence:    kit.Inline(`UPDATE {partitions} SET sequence = ?sequence WHERE id = ?pid`),
-	LockPartitions: kit.Inline(`SELECT id, sequence FROM {partitions} WHERE id IN (?pids) ORDER BY id`),
+	// The last seq above the cursor, by the primary key backwards, or the
+	// cursor when there is none (the vacuum pruned everything up to it).
+	Tops: kit.Inline(`SELECT pr.partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
+	WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
+	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id`),
 	// One partition's head of line per item, as a derived table: LIMIT
 	// inside a compound SELECT needs it.
 	SelectHeads: kit.Inline(`?heads`, kit.List{Name: "heads", Sep: " UNION ALL ",
 		Item: `SELECT * FROM (SELECT partition_id, id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit) AS ?alias`}),
-	SetSequences: kit.Inline(`UPDATE {partitions} SET sequence = CASE id ?cases END WHERE id IN (?pids)`,
-		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?sequence`, Sep: " "}),
 	Write: kit.WriteSQL{
 		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
 			kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),

@@ -16,6 +16,7 @@ func Cases() []Case {
 		{"SequenceMoveShapes", testSequenceMoveShapes},                                       // 2
 		{"LateCommitMovedAfterLaterRows", testLateCommitMovedAfterLaterRows},                 // 2
 		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
+		{"SeqsContinueAfterPrune", testSeqsContinueAfterPrune},                               // 2
 		{"LeaseGroup", testLeaseGroup},                                                       // 3, 5
 		{"LeaseGroupOwnParams", testLeaseGroupOwnParams},                                     // 3, 5
 		{"AtLeastOnceRetry", testAtLeastOnceRetry},                                           // 3

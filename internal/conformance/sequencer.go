@@ -1,11 +1,18 @@
 package conformance
 
 import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
+	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/outbox"
+	"github.com/seqbox/seqbox/processor"
 )
 
 // testSequenceMoveShapes: every shape a dialect uses to move a batch (small
@@ -38,9 +45,9 @@ func testSequenceMoveShapes(e *Env) {
 	for i, b := range bodies {
 		require.Equal(e.T, ids[i][:], b, "seq %d", i+1)
 	}
-	var sequence int64
-	require.NoError(e.T, e.DB.NewRaw("SELECT sequence FROM ? WHERE id = ?", bun.Ident(e.Prefix+"partitions"), pid).Scan(e.Ctx, &sequence))
-	require.Equal(e.T, int64(25), sequence)
+	st, err := ob.Stats(e.Ctx)
+	require.NoError(e.T, err)
+	require.Equal(e.T, int64(25), st.Partitions[1].Sequence)
 }
 
 // testLateCommitMovedAfterLaterRows: a transaction that enqueued first but
@@ -132,4 +139,109 @@ func testSequenceMoveMany(e *Env) {
 	require.NoError(e.T, err)
 	require.True(e.T, res[0].Skipped, "a partition another transaction holds is skipped, not waited for")
 	require.False(e.T, res[1].Skipped)
+}
+
+// testSeqsContinueAfterPrune: no row keeps a partition's last seq handed
+// out; it is the top of its outgoing rows, or its cursor once the vacuum
+// has pruned every one. However the partition's outgoing rows were
+// emptied — delivered, rejected to a dead letter, skipped by an operator,
+// purged to a tombstone and passed over — the next messages continue the
+// seqs gap-free from there, replays included: a sequencer that numbered
+// from the rows it can see would start again at 1, behind the cursor, and
+// those messages would never be delivered.
+func testSeqsContinueAfterPrune(e *Env) {
+	const queue = "again"
+	rec := NewRecorder()
+	var fixed atomic.Bool
+	ob := e.Start(e.Builder().Queue(queue, 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		switch p := string(d.Payload); {
+		case strings.HasPrefix(p, "reject") && !fixed.Load():
+			return processor.Reject(errors.New("rejected " + p))
+		case strings.HasPrefix(p, "bad") && !fixed.Load():
+			return errors.New("cannot handle " + p) // MaxAttempts 1: parks
+		}
+		rec.Add(d.Queue, d.Partition, d.Seq, d.ID)
+		return nil
+	}), processor.OnFailure(processor.Park), processor.MaxAttempts(1)))
+	admin := ob.Partitions()
+	// pruned waits until the vacuum has deleted every outgoing row and
+	// checks that the last seq handed out is still the cursor.
+	pruned := func(seq int64) {
+		e.T.Helper()
+		e.Eventually("outgoing pruned whole", func() bool {
+			_, err := ob.Sweep(e.Ctx)
+			require.NoError(e.T, err)
+			return e.Count("outgoing") == 0
+		})
+		st := partitionStats(e, ob, queue, 0)
+		require.Equal(e.T, seq, st.ProcessedSeq)
+		require.Equal(e.T, seq, st.Sequence, "the last seq handed out outlives its rows")
+		require.Zero(e.T, st.Unprocessed)
+	}
+	seqOf := func(id outbox.MessageID) int64 {
+		ids, seqs := rec.IDs(queue, 0), rec.Seqs(queue, 0)
+		for i := range ids {
+			if ids[i] == id {
+				return seqs[i]
+			}
+		}
+		e.T.Fatalf("message %v not delivered", id)
+		return 0
+	}
+
+	// Delivered and rejected.
+	first := enqueueAll(e, ob, queue, 0, "a", "reject1", "b")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, first...))
+	pruned(3)
+	c := enqueueAll(e, ob, queue, 0, "c")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, c...))
+	require.Equal(e.T, int64(4), seqOf(c[0]))
+	pruned(4)
+
+	// Skipped by an operator.
+	bad1 := enqueueAll(e, ob, queue, 0, "bad1")
+	waitParked(e, admin, queue, 0)
+	skipped, err := admin.Skip(e.Ctx, queue, 0)
+	require.NoError(e.T, err)
+	require.Equal(e.T, bad1[0], skipped.MessageID)
+	pruned(5)
+	d := enqueueAll(e, ob, queue, 0, "d")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, d...))
+	require.Equal(e.T, int64(6), seqOf(d[0]))
+	pruned(6)
+
+	// Purged to a tombstone behind a parked head, then passed over.
+	enqueueAll(e, ob, queue, 0, "bad2")
+	waitParked(e, admin, queue, 0)
+	purgeMe, err := ob.Enqueue(e.Ctx, e.DB, queue, outbox.Message{PayloadType: "t", Payload: []byte("p"), Headers: map[string]string{"purge": "yes"}})
+	require.NoError(e.T, err)
+	e.Eventually("the message to purge sequenced", func() bool { return partitionStats(e, ob, queue, 0).Incoming == 0 })
+	res, err := ob.Purge(e.Ctx, queue, outbox.PurgeFilter{Headers: map[string]string{"purge": "yes"}})
+	require.NoError(e.T, err)
+	require.Equal(e.T, 1, res.Outgoing)
+	_, err = admin.Skip(e.Ctx, queue, 0)
+	require.NoError(e.T, err)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, purgeMe))
+	pruned(8)
+	last := enqueueAll(e, ob, queue, 0, "e")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, last...))
+	require.Equal(e.T, int64(9), seqOf(last[0]))
+	pruned(9)
+
+	// Replayed dead letters are new messages at the tail.
+	fixed.Store(true)
+	replayed, err := ob.DeadLetters().Replay(e.Ctx, deadletter.Matching(deadletter.Filter{Queue: queue}))
+	require.NoError(e.T, err)
+	require.Len(e.T, replayed.ReplayIDs, 3)
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, replayed.ReplayIDs...))
+	pruned(12)
+	last = enqueueAll(e, ob, queue, 0, "f")
+	require.NoError(e.T, ob.WaitProcessed(e.Ctx, last...))
+
+	require.Equal(e.T, []int64{1, 3, 4, 6, 9, 10, 11, 12, 13}, rec.Seqs(queue, 0), "delivered seqs: the rest went to dead letters or were purged")
+	var letters []int64
+	for _, l := range e.deadLetters() {
+		letters = append(letters, l.Seq)
+	}
+	require.Equal(e.T, []int64{2, 5, 7}, letters)
 }

@@ -237,9 +237,9 @@ func testAsyncCommits(e *Env) {
 	e.Eventually("the message to be sequenced", func() bool {
 		_, err := e.D.SequenceMoveMany(e.Ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
 		require.NoError(e.T, err)
-		var sequence int64
-		require.NoError(e.T, e.DB.NewRaw("SELECT sequence FROM ? WHERE id = ?", bun.Ident(e.Prefix+"partitions"), pid).Scan(e.Ctx, &sequence))
-		return sequence > 0
+		var sequenced int
+		require.NoError(e.T, e.DB.NewRaw("SELECT COUNT(*) FROM ? WHERE partition_id = ?", bun.Ident(e.Prefix+"outgoing"), pid).Scan(e.Ctx, &sequenced))
+		return sequenced > 0
 	})
 	require.NoError(e.T, e.D.RunInTx(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
 		lock, err := e.D.ProcessorLock(ctx, &dialect.ProcessorLockParams{Conn: tx, PartitionID: pid})

@@ -255,12 +255,13 @@ func (e *env) proc(pid int64) procRow {
 	return r[0]
 }
 
-// sequence is the partition's last allocated seq.
+// sequence is the partition's last allocated seq: its last outgoing row,
+// or its cursor when the vacuum has pruned them all (no row keeps it).
 func (e *env) sequence(pid int64) int64 {
 	e.t.Helper()
-	var s int64
-	require.NoError(e.t, e.db.NewRaw("SELECT sequence FROM ? WHERE id = ?", bun.Ident(e.tb.Partitions), pid).Scan(e.ctx, &s))
-	return s
+	var top int64
+	require.NoError(e.t, e.db.NewRaw("SELECT COALESCE(MAX(seq), 0) FROM ? WHERE partition_id = ?", bun.Ident(e.tb.Outgoing), pid).Scan(e.ctx, &top))
+	return max(top, e.proc(pid).ProcessedSeq)
 }
 
 // outgoing lists a partition's outgoing rows: seq → body id.

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
 )
@@ -76,6 +77,107 @@ func testSequenceMove(t *testing.T, open Open) {
 			require.Equal(t, 2, e.incoming(pids[1]))
 		})
 	}
+	t.Run("AfterPrune", func(t *testing.T) {
+		// No row keeps the last seq handed out: it is the top of outgoing
+		// or, once the vacuum has pruned every row, the cursor. Every shape
+		// of move continues from it, never from seq 1 again.
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		for round, shape := range []string{"statements", "backlog", "many", "statements"} {
+			e.enqueue(pid, 2)
+			first := int64(2*round + 1)
+			var res dialect.SequenceMoveResult
+			if shape == "many" {
+				out, err := e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
+				require.NoError(t, err)
+				res = out[0]
+			} else {
+				res = move(pid, 10, shape == "backlog")
+			}
+			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid, Moved: 2, FirstSeq: first, LastSeq: first + 1}, res, "round %d (%s)", round, shape)
+			require.NoError(t, e.d.ProcessorAck(e.ctx, dialect.ProcessorAdvance(pid, "", first+1, nil)))
+			n, err := e.d.VacuumDelete(e.ctx, &dialect.VacuumDeleteParams{Ranges: []dialect.VacuumRange{{PartitionID: pid, FromSeq: first - 1, ToSeq: first + 1}}})
+			require.NoError(t, err)
+			require.Equal(t, 2, n)
+			require.Empty(t, e.outgoing(pid), "round %d: pruned whole", round)
+			stats, err := e.d.PartitionStats(e.ctx, &dialect.PartitionStatsParams{PartitionID: pid})
+			require.NoError(t, err)
+			require.Equal(t, first+1, stats[0].Sequence, "round %d: the cursor is the last seq handed out", round)
+		}
+	})
+	t.Run("NoProcessorRow", func(t *testing.T) {
+		// Without its processor row (registration writes both in one
+		// transaction) a partition's last seq handed out is unknown: every
+		// shape of move fails and leaves the rows where they are, never
+		// numbering them from 1 again nor deleting them unmoved.
+		e := e.with(t)
+		pid := e.queue(1)[0]
+		e.enqueue(pid, 2)
+		_, err := e.db.NewRaw("DELETE FROM ? WHERE partition_id = ?", bun.Ident(e.tb.Processor), pid).Exec(e.ctx)
+		require.NoError(t, err)
+		for _, backlog := range []bool{false, true} {
+			_, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
+			require.Error(t, err, "backlog=%v", backlog)
+		}
+		_, err = e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
+		require.Error(t, err)
+		require.Equal(t, 2, e.incoming(pid))
+		require.Empty(t, e.outgoing(pid))
+	})
+	t.Run("PartitionRowNotRewritten", func(t *testing.T) {
+		// Under a held transaction that has an xid, the lower bound stops
+		// at it, and a move then writes no version of the partition's row
+		// (PostgreSQL): each would stay in the chain every lookup of the
+		// row walks until the transaction ends.
+		e := e.with(t)
+		if e.d.Name() != dialect.Postgres {
+			t.Skipf("%s: no lower bound and no row versions to see", e.d.Name())
+		}
+		pids := e.queue(2)
+		held, err := e.db.BeginTx(e.ctx, nil)
+		require.NoError(t, err)
+		defer func() { _ = held.Rollback() }()
+		var xid int64
+		require.NoError(t, held.NewRaw("SELECT (pg_current_xact_id()::text)::bigint").Scan(e.ctx, &xid))
+		version := func() []string {
+			var v []string
+			require.NoError(t, e.db.NewRaw("SELECT ctid::text || ' ' || xmin::text FROM ? WHERE id IN (?) ORDER BY id",
+				bun.Ident(e.tb.Partitions), bun.List(pids)).Scan(e.ctx, &v))
+			return v
+		}
+		bound := func(pid int64) int64 {
+			var b int64
+			require.NoError(t, e.db.NewRaw("SELECT (incoming_xid::text)::bigint FROM ? WHERE id = ?", bun.Ident(e.tb.Partitions), pid).Scan(e.ctx, &b))
+			return b
+		}
+		// Moves raise each bound up to the held transaction's xid (older
+		// transactions of other tests may hold it lower for a while).
+		for _, pid := range pids {
+			for bound(pid) < xid {
+				e.enqueue(pid, 1)
+				move(pid, 10, false)
+			}
+			require.Equal(t, xid, bound(pid), "the bound never passes a running transaction")
+		}
+		before := version()
+		seq := e.sequence(pids[0])
+		for _, shape := range []string{"statements", "backlog", "many"} {
+			e.enqueue(pids[0], 2)
+			e.enqueue(pids[1], 1)
+			if shape == "many" {
+				out, err := e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids, Limit: 10})
+				require.NoError(t, err)
+				require.Equal(t, 2, out[0].Moved)
+				require.Equal(t, 1, out[1].Moved)
+			} else {
+				require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 2, FirstSeq: seq + 1, LastSeq: seq + 2}, move(pids[0], 10, shape == "backlog"))
+				require.Equal(t, 1, move(pids[1], 10, shape == "backlog").Moved)
+			}
+			seq += 2
+			require.Equal(t, before, version(), "%s: a move rewrote a partition row", shape)
+		}
+		require.Equal(t, seq, e.sequence(pids[0]))
+	})
 	t.Run("PartitionLocked", func(t *testing.T) {
 		e := e.with(t)
 		e.needRowLocks()

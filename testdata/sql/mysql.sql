@@ -70,22 +70,23 @@ SELECT pa.id FROM seqbox_partitions pa
 WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id);
 
 -- MoveSQL.LockPartition (inlined)
-SELECT sequence FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;
+SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectIncoming (inlined)
 SELECT id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
 
--- MoveSQL.SetSequence (inlined)
-UPDATE seqbox_partitions SET sequence = 141 WHERE id = 7;
+-- MoveSQL.Tops (inlined)
+SELECT pr.partition_id, CASE
+	WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1)
+	ELSE pr.processed_seq END AS top
+FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 
 -- MoveSQL.LockPartitions (inlined)
-SELECT id, sequence FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id FOR UPDATE SKIP LOCKED;
+SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectHeads (inlined)
 SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0 UNION ALL SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0;
-
--- MoveSQL.SetSequences (inlined)
-UPDATE seqbox_partitions SET sequence = CASE id WHEN 7 THEN 141 WHEN 7 THEN 141 END WHERE id IN (7, 8);
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
 INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', UTC_TIMESTAMP(6)), (7, 42, X'019b3c7e', UTC_TIMESTAMP(6));
@@ -95,17 +96,18 @@ DELETE i FROM JSON_TABLE('[11,12]', '$[*]' COLUMNS (id BIGINT PATH '$')) d
 STRAIGHT_JOIN seqbox_incoming i ON i.id = d.id;
 
 -- ProcessorSQL.ReadyList (inlined)
-SELECT pr.partition_id FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (7, 8) AND pa.sequence > pr.processed_seq
+SELECT pr.partition_id FROM seqbox_processor pr
+WHERE pr.partition_id IN (7, 8)
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6));
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = ?) FOR UPDATE SKIP LOCKED
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED
 -- parameters: pid, pid
 SELECT processed_seq, attempts FROM seqbox_processor
 WHERE partition_id = 7 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7) FOR UPDATE SKIP LOCKED;
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED;
 
 -- ProcessorSQL.OutgoingList (prepared)
 -- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?
@@ -144,14 +146,14 @@ UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = UTC_TIMESTAMP
 WHERE status = 'replayed' AND replay_id IN (X'019b3c7f', X'019b3c80');
 
 -- leaseStmts.Lease (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = ?)
+-- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 -- parameters: owner, lease_us, limit, pid, pid
 UPDATE seqbox_processor SET locked_by = 'host-1:4242', locked_until = TIMESTAMPADD(MICROSECOND, 30000000, UTC_TIMESTAMP(6)),
 lease_limit = 100, attempts = attempts + 1
 WHERE partition_id = 7
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7);
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL;
 
 -- leaseStmts.State (prepared)
 -- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND locked_by = ?
@@ -163,7 +165,7 @@ SELECT partition_id, processed_seq, attempts FROM seqbox_processor
 WHERE partition_id IN (7, 8)
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND processed_seq < (SELECT sequence FROM seqbox_partitions pa WHERE pa.id = seqbox_processor.partition_id)
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 ORDER BY partition_id FOR UPDATE SKIP LOCKED;
 
 -- GroupSQL.TakeLease (inlined)
@@ -173,7 +175,10 @@ lease_limit = (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END), attempts 
 WHERE partition_id IN (7, 8);
 
 -- GroupSQL.LockOwned (inlined)
-SELECT partition_id, (SELECT sequence FROM seqbox_partitions pa WHERE pa.id = seqbox_processor.partition_id) AS sequence
+SELECT partition_id, CASE
+	WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id ORDER BY o.seq DESC LIMIT 1)
+	ELSE processed_seq END AS top
 FROM seqbox_processor WHERE partition_id IN (7, 8) AND locked_by = 'host-1:4242' ORDER BY partition_id FOR UPDATE;
 
 -- GroupSQL.Ack (inlined)
@@ -269,7 +274,7 @@ WHERE id IN (11, 12) AND status = 'pending';
 DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
 
 -- PurgeSQL.LockPartition (inlined)
-SELECT sequence FROM seqbox_partitions WHERE id = 7 FOR UPDATE;
+SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE;
 
 -- PurgeSQL.LockProcessor (inlined)
 SELECT processed_seq,
@@ -333,7 +338,10 @@ STRAIGHT_JOIN seqbox_vacuum_counter v ON v.partition_id = r.pid
 SET v.pruned_seq = r.hi WHERE v.pruned_seq < r.hi;
 
 -- StatsSQL.PartitionStats (inlined)
-SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
+SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
+CASE WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+ THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1)
+ ELSE pr.processed_seq END AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT b.created_at FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
  WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,

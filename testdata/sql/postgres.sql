@@ -68,7 +68,7 @@ SELECT pa.id FROM seqbox_partitions pa
 WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid);
 
 -- moves.Lock (inlined)
-SELECT sequence, (incoming_xid::text)::bigint AS bound,
+SELECT (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM seqbox_partitions
 WHERE id = 7
@@ -77,12 +77,15 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (inlined)
-SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
+SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid,
+	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top
+FROM seqbox_incoming i
 WHERE i.partition_id = 7 AND i.xid >= CAST(CAST(1201 AS text) AS xid8)
 ORDER BY i.xid, i.id LIMIT 100;
 
 -- moves.Update (inlined)
-UPDATE seqbox_partitions SET sequence = 141, incoming_xid = CAST(CAST(1201 AS text) AS xid8) WHERE id = 7;
+UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(1201 AS text) AS xid8) WHERE id = 7;
 
 -- moves.Backlog (inlined)
 WITH p AS (SELECT id, incoming_xid FROM seqbox_partitions
@@ -92,18 +95,19 @@ sel AS (SELECT ctid AS t FROM seqbox_incoming WHERE partition_id = 7 AND xid >= 
 del AS (DELETE FROM seqbox_incoming WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
 num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
 cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
-upd AS (UPDATE seqbox_partitions u SET sequence = u.sequence + cnt.n,
-	incoming_xid = GREATEST(u.incoming_xid, CASE WHEN cnt.n = 100
+top AS (SELECT (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS base),
+nb AS (SELECT GREATEST(p.incoming_xid, CASE WHEN cnt.n = 100
 		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
-		ELSE pg_snapshot_xmin(pg_current_snapshot()) END)
-	FROM cnt WHERE u.id = 7 AND cnt.n > 0
-	RETURNING u.sequence - cnt.n AS base),
-ins AS (INSERT INTO seqbox_outgoing (partition_id, seq, body_id) SELECT 7, upd.base + num.rn, num.body_id FROM num CROSS JOIN upd RETURNING 1)
+		ELSE pg_snapshot_xmin(pg_current_snapshot()) END) AS bound
+	FROM p CROSS JOIN cnt WHERE cnt.n > 0),
+upd AS (UPDATE seqbox_partitions u SET incoming_xid = nb.bound FROM nb WHERE u.id = 7 AND u.incoming_xid <> nb.bound RETURNING 1),
+ins AS (INSERT INTO seqbox_outgoing (partition_id, seq, body_id) SELECT 7, top.base + num.rn, num.body_id FROM num CROSS JOIN top RETURNING 1)
 SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
-	COALESCE((SELECT base FROM upd), 0) AS base;
+	COALESCE((SELECT base FROM top), 0) AS base;
 
 -- moves.ManyLock (inlined)
-SELECT id, sequence, (incoming_xid::text)::bigint AS bound,
+SELECT id, (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM seqbox_partitions
 WHERE id = ANY(CAST('{7,8}' AS bigint[]))
@@ -112,16 +116,19 @@ WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.ManySelect (inlined)
-SELECT r.pid AS partition_id, m.id, m.tid, m.body_id, m.xid
+SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.xid
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS r(pid, bound)
+LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+	FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
 	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
 	ORDER BY i.xid, i.id LIMIT 100) m
 ORDER BY r.pid, m.xid, m.id;
 
 -- moves.ManyUpdate (inlined)
-UPDATE seqbox_partitions p SET sequence = u.seq, incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
-FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{141,57}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid, seq, bound)
+UPDATE seqbox_partitions p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
+FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid, bound)
 WHERE p.id = u.pid;
 
 -- WriteSQL.InsertOutgoing (inlined)
@@ -131,18 +138,19 @@ INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7
 DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST('{"(0,1)","(0,2)"}' AS tid[]));
 
 -- ProcessorSQL.ReadyList (inlined)
-SELECT pr.partition_id FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (7, 8) AND pa.sequence > pr.processed_seq
+SELECT pr.partition_id FROM seqbox_processor pr
+WHERE pr.partition_id IN (7, 8)
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now());
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = $1 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = $1) AND set_config('synchronous_commit', 'off', true) = 'off' FOR NO KEY UPDATE SKIP LOCKED
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = $1 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $1 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', 'off', true) = 'off' FOR NO KEY UPDATE SKIP LOCKED
 -- parameters: pid
 SELECT processed_seq, attempts FROM seqbox_processor
 WHERE partition_id = 7
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7)
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 FOR NO KEY UPDATE SKIP LOCKED;
 
@@ -178,7 +186,7 @@ RETURNING id, partition_id, seq;
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = now() WHERE status = 'replayed' AND replay_id IN ('\x019b3c81');
 
 -- leases.Batch (prepared)
--- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = $4) AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
+-- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
 -- parameters: owner, lease_us, limit, pid
 WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
@@ -186,7 +194,7 @@ WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	WHERE partition_id = 7
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7)
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', 'off', true) = 'off'
 	RETURNING processed_seq, attempts, purges)
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges,
@@ -206,14 +214,14 @@ WHERE partition_id = 7 AND (CAST('host-1:4242' AS text) = '' OR locked_by = 'hos
 	AND set_config('synchronous_commit', 'off', true) = 'off';
 
 -- leases.AckLease (prepared)
--- prepared as: WITH s AS (SELECT sequence FROM seqbox_partitions WHERE id = $1), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN $2 < (SELECT sequence FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN $2 < (SELECT sequence FROM s) THEN locked_by END, locked_until = CASE WHEN $2 < (SELECT sequence FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
+-- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
 -- parameters: pid, seq, lease_us, limit, owner
-WITH s AS (SELECT sequence FROM seqbox_partitions WHERE id = 7),
+WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = 7 AND seq = CAST(42 AS bigint) + 1) IS NOT NULL AS more),
 u AS (UPDATE seqbox_processor SET processed_seq = 42,
-	attempts = CASE WHEN 42 < (SELECT sequence FROM s) THEN 1 ELSE 0 END,
+	attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END,
 	last_error = NULL, next_attempt_at = NULL,
-	locked_by = CASE WHEN 42 < (SELECT sequence FROM s) THEN locked_by END,
-	locked_until = CASE WHEN 42 < (SELECT sequence FROM s) THEN (now() + CAST(30000000 AS double precision) * interval '1 microsecond') END,
+	locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END,
+	locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST(30000000 AS double precision) * interval '1 microsecond') END,
 	lease_limit = 100
 	WHERE partition_id = 7 AND locked_by = 'host-1:4242'
 	AND set_config('synchronous_commit', 'off', true) = 'off'
@@ -226,7 +234,7 @@ FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payloa
 ORDER BY m.seq;
 
 -- leases.Returning (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = $4) RETURNING processed_seq, attempts
+-- prepared as: UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL RETURNING processed_seq, attempts
 -- parameters: owner, lease_us, limit, pid
 UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
@@ -234,7 +242,7 @@ UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 WHERE partition_id = 7
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7)
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts;
 
 -- GroupSQL.LockLeasable (inlined)
@@ -242,7 +250,7 @@ SELECT partition_id, processed_seq, attempts FROM seqbox_processor
 WHERE partition_id IN (7, 8)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND processed_seq < (SELECT sequence FROM seqbox_partitions pa WHERE pa.id = seqbox_processor.partition_id)
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- GroupSQL.TakeLease (inlined)
@@ -252,7 +260,8 @@ UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', 'off', true) = 'off';
 
 -- GroupSQL.LockOwned (inlined)
-SELECT partition_id, (SELECT sequence FROM seqbox_partitions pa WHERE pa.id = seqbox_processor.partition_id) AS sequence
+SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
+	WHERE o.partition_id = seqbox_processor.partition_id AND o.seq > seqbox_processor.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 FROM seqbox_processor WHERE partition_id IN (7, 8) AND locked_by = 'host-1:4242'
 ORDER BY partition_id FOR NO KEY UPDATE;
 
@@ -380,7 +389,7 @@ WHERE id IN (11, 12) AND status = 'pending';
 DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
 
 -- PurgeSQL.LockPartition (inlined)
-SELECT sequence FROM seqbox_partitions WHERE id = 7 FOR NO KEY UPDATE;
+SELECT id FROM seqbox_partitions WHERE id = 7 FOR NO KEY UPDATE;
 
 -- PurgeSQL.LockProcessor (inlined)
 SELECT processed_seq,
@@ -463,7 +472,9 @@ SELECT pg_advisory_unlock(hashtext('seqbox_table_vacuum'));
 VACUUM (SKIP_LOCKED) "seqbox_body";
 
 -- StatsSQL.PartitionStats (inlined)
-SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
+SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
+	COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 	(SELECT b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
 		WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,

@@ -56,22 +56,21 @@ DELETE FROM seqbox_dedup_keys WHERE rowid IN (
 SELECT rowid FROM seqbox_dedup_keys WHERE expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now') ORDER BY expires_at LIMIT 100);
 
 -- MoveSQL.LockPartition (inlined)
-SELECT sequence FROM seqbox_partitions WHERE id = 7;
+SELECT id FROM seqbox_partitions WHERE id = 7;
 
 -- MoveSQL.SelectIncoming (inlined)
 SELECT id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
 
--- MoveSQL.SetSequence (inlined)
-UPDATE seqbox_partitions SET sequence = 141 WHERE id = 7;
+-- MoveSQL.Tops (inlined)
+SELECT pr.partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
+	WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 
 -- MoveSQL.LockPartitions (inlined)
-SELECT id, sequence FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id;
+SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id;
 
 -- MoveSQL.SelectHeads (inlined)
 SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0 UNION ALL SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0;
-
--- MoveSQL.SetSequences (inlined)
-UPDATE seqbox_partitions SET sequence = CASE id WHEN 7 THEN 141 WHEN 7 THEN 141 END WHERE id IN (7, 8);
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
 INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
@@ -83,18 +82,19 @@ DELETE FROM seqbox_incoming WHERE id IN (11, 12);
 SELECT pa.id FROM seqbox_partitions pa WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id);
 
 -- ProcessorSQL.ReadyList (inlined)
-SELECT pr.partition_id FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE pr.partition_id IN (7, 8) AND pa.sequence > pr.processed_seq
+SELECT pr.partition_id FROM seqbox_processor pr
+WHERE pr.partition_id IN (7, 8)
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = ?)
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 -- parameters: pid, pid
 SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = 7
 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7);
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL;
 
 -- ProcessorSQL.OutgoingList (prepared)
 -- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?
@@ -129,7 +129,7 @@ created_at, failed_at, last_error, attempts, status) VALUES (7, 42, X'019b3c80',
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE status = 'replayed' AND replay_id IN (X'019b3c80');
 
 -- leaseStmts.Lease (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds'), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = ?) RETURNING processed_seq, attempts
+-- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds'), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL RETURNING processed_seq, attempts
 -- parameters: owner, lease_us, limit, pid, pid
 UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (30000000 / 1000000.0) || ' seconds'),
@@ -138,7 +138,7 @@ WHERE partition_id = 7
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND processed_seq < (SELECT sequence FROM seqbox_partitions WHERE id = 7)
+AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts;
 
 -- DeadLetterSQL.List (inlined)
@@ -241,7 +241,7 @@ WHERE id IN (11, 12) AND status = 'pending';
 DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
 
 -- PurgeSQL.LockPartition (inlined)
-SELECT sequence FROM seqbox_partitions WHERE id = 7;
+SELECT id FROM seqbox_partitions WHERE id = 7;
 
 -- PurgeSQL.LockProcessor (inlined)
 SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
@@ -314,7 +314,9 @@ SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM seqbox_vacuum_counter 
 JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq;
 
 -- StatsSQL.PartitionStats (inlined)
-SELECT pa.id, pa.queue, pa.partition_no, pa.sequence, pr.processed_seq, pr.attempts,
+SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
+COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
+  ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 (SELECT b.created_at FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
   WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,

@@ -64,7 +64,6 @@ var samples = map[string]any{
 	"retry_us":      int64(2_000_000),
 	"seq":           int64(42),
 	"seqs":          bun.List([]int64{42, 43}),
-	"sequence":      int64(141),
 	"status":        "pending",
 	"statuses":      bun.List([]string{"pending"}),
 	"table":         bun.Ident("seqbox_body"),

@@ -28,8 +28,9 @@ type GroupSQL struct {
 	// an attempt.
 	TakeLease *Stmt
 	// LockOwned row-locks, waiting, the rows of partitions ?pids that
-	// ?owner holds, in partition order: partition_id and its partition's
-	// sequence.
+	// ?owner holds, in partition order: partition_id and top, its
+	// partition's last seq handed out (the top of its outgoing rows, read
+	// as an index probe, or its cursor).
 	LockOwned *Stmt
 	// Ack acks partitions ?pids cleanly at ?cases (WHEN ?pid THEN ?seq)
 	// and releases their leases.
@@ -166,18 +167,18 @@ func (s *GroupSQL) AckAndLease(ctx context.Context, r *Runner, p *dialect.Proces
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		var rows []struct {
 			PartitionID int64 `bun:"partition_id"`
-			Sequence    int64 `bun:"sequence"`
+			Top         int64 `bun:"top"`
 		}
 		if err := r.Query(ctx, tx, s.LockOwned, Args{"pids": IDs(pids), "owner": owner}, &rows); err != nil {
 			return err
 		}
 		owned, more = nil, nil
-		// The sequence read with the rows tells which partitions have more
-		// after the ack: it only grows, so "more" is never wrong, and a
-		// partition that got more since is found by the next wake-up.
+		// The top read with the rows tells which partitions have more after
+		// the ack: it only grows, so "more" is never wrong, and a partition
+		// that got more since is found by the next wake-up.
 		for _, row := range rows {
 			owned = append(owned, row.PartitionID)
-			if seqs[row.PartitionID] < row.Sequence {
+			if seqs[row.PartitionID] < row.Top {
 				more = append(more, row.PartitionID)
 			}
 		}

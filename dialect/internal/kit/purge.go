@@ -13,7 +13,7 @@ import (
 // "Purge"). ?headers is the filter as one JSON object of every header
 // that must match; a body matches when its headers contain it.
 type PurgeSQL struct {
-	// LockPartition row-locks partition ?pid's row, waiting: sequence.
+	// LockPartition row-locks partition ?pid's row, waiting: id.
 	LockPartition *Stmt
 	// LockProcessor row-locks partition ?pid's processor row, waiting, and
 	// reads its processed_seq and lease_window: how far past the cursor a
@@ -100,8 +100,8 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 	var res dialect.PurgeResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.PurgeResult{}
-		var seq []int64
-		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": pid}, &seq); err != nil {
+		var locked []int64
+		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": pid}, &locked); err != nil {
 			return err
 		}
 		var procs []struct {

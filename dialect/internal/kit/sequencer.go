@@ -2,7 +2,8 @@ package kit
 
 import (
 	"context"
-	"sort"
+	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/uptrace/bun"
@@ -25,24 +26,26 @@ type WriteSQL struct {
 // MoveSQL is the move as several simple statements (MySQL, SQLite).
 type MoveSQL struct {
 	// LockPartition locks partition ?pid's row, skipping it when another
-	// transaction holds it, and reads its sequence.
+	// transaction holds it, and reads its id.
 	LockPartition *Stmt
 	// SelectIncoming reads partition ?pid's first ?limit incoming rows in
 	// FIFO order: id, body_id.
 	SelectIncoming *Stmt
-	// SetSequence sets partition ?pid's sequence to ?sequence.
-	SetSequence *Stmt
+	// Tops reads the last seq handed out of each partition ?pids (a
+	// list), as one index probe each: partition_id, top. That is the top
+	// of its outgoing rows, or its cursor when the vacuum has pruned them
+	// all; no row keeps it (docs/ARCHITECTURE.md, "Tables and locks").
+	// Read under the partition locks, in a statement after them: only
+	// their holder allocates.
+	Tops *Stmt
 	// LockPartitions locks the free rows of partitions ?pids (a list), in
-	// id order, and reads id, sequence.
+	// id order, and reads their ids.
 	LockPartitions *Stmt
 	// SelectHeads reads each partition's head of line: ?heads, one item
 	// per partition (?pid, its first ?limit rows, ?alias its derived
 	// table's name), joined by UNION ALL; partition_id, id, body_id.
 	SelectHeads *Stmt
-	// SetSequences sets each partition's sequence: ?cases (WHEN ?pid THEN
-	// ?sequence) for the partitions ?pids.
-	SetSequences *Stmt
-	Write        WriteSQL
+	Write       WriteSQL
 }
 
 type incomingRead struct {
@@ -51,16 +54,17 @@ type incomingRead struct {
 }
 
 // Move is the one-partition move: lock the partition row, read incoming
-// in order, allocate seqs, insert outgoing, delete exactly the ids read.
+// in order, read the last seq handed out, insert outgoing with the next
+// seqs, delete exactly the ids read.
 func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
 	var res dialect.SequenceMoveResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
-		var seqs []int64
-		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": p.PartitionID}, &seqs); err != nil {
+		var locked []int64
+		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": p.PartitionID}, &locked); err != nil {
 			return err
 		}
-		if len(seqs) == 0 {
+		if len(locked) == 0 {
 			res.Skipped = true
 			return nil
 		}
@@ -73,10 +77,11 @@ func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMovePa
 		if len(rows) == 0 {
 			return nil
 		}
-		base, n := seqs[0], int64(len(rows))
-		if _, err := r.Exec(ctx, tx, s.SetSequence, Args{"sequence": base + n, "pid": p.PartitionID}); err != nil {
+		tops, err := s.tops(ctx, r, tx, []int64{p.PartitionID})
+		if err != nil {
 			return err
 		}
+		base, n := tops[p.PartitionID], int64(len(rows))
 		moved := make([]MovedRow, len(rows))
 		for i, row := range rows {
 			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: row.BodyID, IncomingID: row.ID}
@@ -93,6 +98,29 @@ func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMovePa
 	return res, nil
 }
 
+// tops reads the last seq handed out of each partition of pids, which the
+// transaction has locked. A partition without a processor row (never
+// registered whole) is an error, not a restart from seq 1.
+func (s *MoveSQL) tops(ctx context.Context, r *Runner, tx bun.Tx, pids []int64) (map[int64]int64, error) {
+	var rows []struct {
+		PartitionID int64 `bun:"partition_id"`
+		Top         int64 `bun:"top"`
+	}
+	if err := r.Query(ctx, tx, s.Tops, Args{"pids": IDs(pids)}, &rows); err != nil {
+		return nil, err
+	}
+	out := make(map[int64]int64, len(rows))
+	for _, row := range rows {
+		out[row.PartitionID] = row.Top
+	}
+	for _, pid := range pids {
+		if _, ok := out[pid]; !ok {
+			return nil, fmt.Errorf("seqbox: partition %d has no processor row", pid)
+		}
+	}
+	return out, nil
+}
+
 type headRow struct {
 	PartitionID int64  `bun:"partition_id"`
 	ID          int64  `bun:"id"`
@@ -103,8 +131,8 @@ func (r headRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
 
 // MoveMany moves several partitions in one transaction of five statements
 // whatever their number: lock the partition rows that are free, read each
-// one's head of line, set every sequence, insert every outgoing row,
-// delete exactly the incoming ids read.
+// one's head of line, read the last seq handed out of those with rows,
+// insert every outgoing row, delete exactly the incoming ids read.
 func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
 	var out []dialect.SequenceMoveResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -115,22 +143,18 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 		if len(p.PartitionIDs) == 0 {
 			return nil
 		}
-		var locks []struct {
-			ID       int64 `bun:"id"`
-			Sequence int64 `bun:"sequence"`
-		}
+		var locks []int64
 		if err := r.Query(ctx, tx, s.LockPartitions, Args{"pids": IDs(p.PartitionIDs)}, &locks); err != nil {
 			return err
 		}
-		sequence := make(map[int64]int64, len(locks))
+		locked := make(map[int64]bool, len(locks))
 		heads := make([]Args, len(locks))
-		for i, l := range locks {
-			sequence[l.ID] = l.Sequence
-			heads[i] = Args{"pid": l.ID, "limit": p.Limit, "alias": bun.Safe("h" + strconv.Itoa(i))}
+		for i, id := range locks {
+			locked[id] = true
+			heads[i] = Args{"pid": id, "limit": p.Limit, "alias": bun.Safe("h" + strconv.Itoa(i))}
 		}
 		for i := range out {
-			_, locked := sequence[out[i].PartitionID]
-			out[i].Skipped = !locked
+			out[i].Skipped = !locked[out[i].PartitionID]
 		}
 		if len(locks) == 0 {
 			return nil
@@ -142,10 +166,17 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 		if len(rows) == 0 {
 			return nil
 		}
-		moved, seqs := NumberRows(rows, sequence)
-		if err := s.setSequences(ctx, r, tx, moved); err != nil {
+		var withRows []int64
+		for _, row := range rows {
+			if !slices.Contains(withRows, row.PartitionID) {
+				withRows = append(withRows, row.PartitionID)
+			}
+		}
+		tops, err := s.tops(ctx, r, tx, withRows)
+		if err != nil {
 			return err
 		}
+		moved, seqs := NumberRows(rows, tops)
 		writes := make([]MovedRow, len(rows))
 		for i, row := range rows {
 			writes[i] = MovedRow{PartitionID: row.PartitionID, Seq: seqs[i], BodyID: row.BodyID, IncomingID: row.ID}
@@ -162,24 +193,8 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 	return out, nil
 }
 
-// setSequences sets every moved partition's sequence in one statement.
-func (s *MoveSQL) setSequences(ctx context.Context, r *Runner, tx bun.Tx, moved map[int64]*PartMove) error {
-	pids := make([]int64, 0, len(moved))
-	for pid := range moved {
-		pids = append(pids, pid)
-	}
-	sort.Slice(pids, func(a, b int) bool { return pids[a] < pids[b] })
-	cases := make([]Args, len(pids))
-	for i, pid := range pids {
-		m := moved[pid]
-		cases[i] = Args{"pid": pid, "sequence": m.Base + int64(m.N)}
-	}
-	_, err := r.Exec(ctx, tx, s.SetSequences, Args{"cases": cases, "pids": IDs(pids)})
-	return err
-}
-
-// PartMove is what a several-partition move does to one partition: it had
-// sequence Base and gets N more rows.
+// PartMove is what a several-partition move does to one partition: its
+// last seq handed out was Base and it gets N more rows.
 type PartMove struct {
 	Base int64
 	N    int
@@ -187,14 +202,14 @@ type PartMove struct {
 
 // NumberRows gives each partition's rows the next seqs in the order read
 // (the head of line's order).
-func NumberRows[R interface{ Keys() (pid, id int64) }](rows []R, sequence map[int64]int64) (map[int64]*PartMove, []int64) {
+func NumberRows[R interface{ Keys() (pid, id int64) }](rows []R, top map[int64]int64) (map[int64]*PartMove, []int64) {
 	moved := map[int64]*PartMove{}
 	seqs := make([]int64, len(rows))
 	for i, row := range rows {
 		pid, _ := row.Keys()
 		m := moved[pid]
 		if m == nil {
-			m = &PartMove{Base: sequence[pid]}
+			m = &PartMove{Base: top[pid]}
 			moved[pid] = m
 		}
 		m.N++
