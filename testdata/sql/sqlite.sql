@@ -67,8 +67,13 @@ UPDATE seqbox_partitions SET sequence = 141 WHERE id = 7;
 -- MoveSQL.LockPartitions (inlined)
 SELECT id, sequence FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id;
 
--- MoveSQL.SelectHeads (inlined)
-SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0 UNION ALL SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0;
+-- MoveSQL.SelectHeads (prepared)
+-- prepared as: SELECT i.partition_id, i.id, i.body_id FROM json_each(?) p CROSS JOIN seqbox_incoming i WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807)
+-- parameters: pids, offset
+SELECT i.partition_id, i.id, i.body_id
+FROM json_each('[7,8]') p CROSS JOIN seqbox_incoming i
+WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x
+	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807);
 
 -- MoveSQL.SetSequences (inlined)
 UPDATE seqbox_partitions SET sequence = CASE id WHEN 7 THEN 141 WHEN 7 THEN 141 END WHERE id IN (7, 8);

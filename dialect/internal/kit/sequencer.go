@@ -1,9 +1,10 @@
 package kit
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sort"
-	"strconv"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
@@ -35,9 +36,11 @@ type MoveSQL struct {
 	// LockPartitions locks the free rows of partitions ?pids (a list), in
 	// id order, and reads id, sequence.
 	LockPartitions *Stmt
-	// SelectHeads reads each partition's head of line: ?heads, one item
-	// per partition (?pid, its first ?limit rows, ?alias its derived
-	// table's name), joined by UNION ALL; partition_id, id, body_id.
+	// SelectHeads reads the head of line of each partition of ?pids (one
+	// JSON array value, JSONArray): its first rows in id order up to the
+	// one at offset ?offset (the limit − 1), in one statement whose text
+	// does not change with their number; partition_id, id, body_id, in
+	// any order (MoveMany sorts them).
 	SelectHeads *Stmt
 	// SetSequences sets each partition's sequence: ?cases (WHEN ?pid THEN
 	// ?sequence) for the partitions ?pids.
@@ -101,6 +104,14 @@ type headRow struct {
 
 func (r headRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
 
+// sortHeads orders rows by partition, then id: each partition's rows get
+// their seqs in id order (NumberRows), whatever order the plan read them in.
+func sortHeads(rows []headRow) {
+	slices.SortFunc(rows, func(a, b headRow) int {
+		return cmp.Or(cmp.Compare(a.PartitionID, b.PartitionID), cmp.Compare(a.ID, b.ID))
+	})
+}
+
 // MoveMany moves several partitions in one transaction of five statements
 // whatever their number: lock the partition rows that are free, read each
 // one's head of line, set every sequence, insert every outgoing row,
@@ -123,25 +134,25 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 			return err
 		}
 		sequence := make(map[int64]int64, len(locks))
-		heads := make([]Args, len(locks))
+		pids := make([]int64, len(locks))
 		for i, l := range locks {
-			sequence[l.ID] = l.Sequence
-			heads[i] = Args{"pid": l.ID, "limit": p.Limit, "alias": bun.Safe("h" + strconv.Itoa(i))}
+			sequence[l.ID], pids[i] = l.Sequence, l.ID
 		}
 		for i := range out {
 			_, locked := sequence[out[i].PartitionID]
 			out[i].Skipped = !locked
 		}
-		if len(locks) == 0 {
+		if len(locks) == 0 || p.Limit < 1 {
 			return nil
 		}
 		var rows []headRow
-		if err := r.Query(ctx, tx, s.SelectHeads, Args{"heads": heads}, &rows); err != nil {
+		if err := r.Query(ctx, tx, s.SelectHeads, Args{"pids": JSONArray(pids), "offset": p.Limit - 1}, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
+		sortHeads(rows)
 		moved, seqs := NumberRows(rows, sequence)
 		if err := s.setSequences(ctx, r, tx, moved); err != nil {
 			return err
