@@ -24,10 +24,11 @@ func TestStatements(t *testing.T) {
 	messageIDs := bun.List([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}})
 	overrides := map[string]any{
 		// One JSON value where the samples have a list.
-		"moved":  kit.JSONArray([]int64{11, 12}),
-		"keys":   kit.HexJSONArray([][]byte{[]byte("customer-42"), []byte("customer-43")}),
-		"ranges": kit.RangesJSON([]dialect.VacuumRange{{PartitionID: 7, FromSeq: 40, ToSeq: 140}, {PartitionID: 8, FromSeq: 0, ToSeq: 12}}),
-		"more":   bun.List([]int64{7}),
+		"moved":                    kit.JSONArray([]int64{11, 12}),
+		"keys":                     kit.HexJSONArray([][]byte{[]byte("customer-42"), []byte("customer-43")}),
+		"ranges":                   kit.RangesJSON([]dialect.VacuumRange{{PartitionID: 7, FromSeq: 40, ToSeq: 140}, {PartitionID: 8, FromSeq: 0, ToSeq: 12}}),
+		"more":                     bun.List([]int64{7}),
+		"MoveSQL.SelectHeads?pids": kit.JSONArray([]int64{7, 8}),
 		// Values of another type than the sample of the same name.
 		"migrationLockSQL.Take?name":           "seqbox_migrate",
 		"migrationLockSQL.Release?name":        "seqbox_migrate",

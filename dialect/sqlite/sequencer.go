@@ -23,10 +23,13 @@ var moveSQL = kit.MoveSQL{
 	WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
 FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id`),
-	// One partition's head of line per item, as a derived table: LIMIT
-	// inside a compound SELECT needs it.
-	SelectHeads: kit.Inline(`?heads`, kit.List{Name: "heads", Sep: " UNION ALL ",
-		Item: `SELECT * FROM (SELECT partition_id, id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit) AS ?alias`}),
+	// Every partition's head of line in one statement of fixed text: each
+	// partition's rows by index up to the id at ?offset in it (CROSS JOIN
+	// keeps json_each the outer side).
+	SelectHeads: kit.Prepare(`SELECT i.partition_id, i.id, i.body_id
+FROM json_each(?pids) p CROSS JOIN {incoming} i
+WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM {incoming} x
+	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?offset), 9223372036854775807)`),
 	Write: kit.WriteSQL{
 		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
 			kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),

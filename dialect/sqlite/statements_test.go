@@ -9,6 +9,7 @@ import (
 	"github.com/uptrace/bun/schema"
 
 	"github.com/seqbox/seqbox/dialect/internal/golden"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
 )
 
 // TestStatements pins every statement this dialect runs, rendered with
@@ -22,6 +23,8 @@ func TestStatements(t *testing.T) {
 	overrides := map[string]any{
 		// A move deletes the incoming rows it read by id.
 		"moved": bun.List([]int64{11, 12}),
+		// The partitions of a several-partition move are one JSON array.
+		"MoveSQL.SelectHeads?pids": kit.JSONArray([]int64{7, 8}),
 		// Keys, bodies and replays are byte strings.
 		"keys":                                 bun.List([][]byte{[]byte("order-41"), []byte("order-42")}),
 		"PurgeSQL.DeleteBodies?ids":            bodies,

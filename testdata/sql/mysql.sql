@@ -85,8 +85,15 @@ FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 -- MoveSQL.LockPartitions (inlined)
 SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id FOR UPDATE SKIP LOCKED;
 
--- MoveSQL.SelectHeads (inlined)
-SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0 UNION ALL SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0;
+-- MoveSQL.SelectHeads (prepared)
+-- prepared as: SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id) WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807) AS last_id FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id
+-- parameters: offset, pids
+SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id
+FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id)
+		WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807) AS last_id
+	FROM JSON_TABLE('[7,8]', '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h
+JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id;
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
 INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', UTC_TIMESTAMP(6)), (7, 42, X'019b3c7e', UTC_TIMESTAMP(6));

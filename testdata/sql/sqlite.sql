@@ -69,8 +69,13 @@ FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 -- MoveSQL.LockPartitions (inlined)
 SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id;
 
--- MoveSQL.SelectHeads (inlined)
-SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0 UNION ALL SELECT * FROM (SELECT partition_id, id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100) AS h0;
+-- MoveSQL.SelectHeads (prepared)
+-- prepared as: SELECT i.partition_id, i.id, i.body_id FROM json_each(?) p CROSS JOIN seqbox_incoming i WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807)
+-- parameters: pids, offset
+SELECT i.partition_id, i.id, i.body_id
+FROM json_each('[7,8]') p CROSS JOIN seqbox_incoming i
+WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x
+	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807);
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
 INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));

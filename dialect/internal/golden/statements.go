@@ -21,7 +21,6 @@ import (
 // statements ("pids") or for one ("ProcessorSQL.ReadyList?pids").
 var samples = map[string]any{
 	"after":         int64(41),
-	"alias":         bun.Safe("h0"),
 	"any_id":        1,
 	"any_partition": 0,
 	"any_status":    1,
@@ -49,6 +48,7 @@ var samples = map[string]any{
 	"no":            0,
 	"none":          0,
 	"note":          "replayed by ops",
+	"offset":        99,
 	"owner":         "host-1:4242",
 	"park":          0,
 	"payload":       []byte(`{"order":42}`),

@@ -1,10 +1,10 @@
 package kit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
@@ -41,9 +41,11 @@ type MoveSQL struct {
 	// LockPartitions locks the free rows of partitions ?pids (a list), in
 	// id order, and reads their ids.
 	LockPartitions *Stmt
-	// SelectHeads reads each partition's head of line: ?heads, one item
-	// per partition (?pid, its first ?limit rows, ?alias its derived
-	// table's name), joined by UNION ALL; partition_id, id, body_id.
+	// SelectHeads reads the head of line of each partition of ?pids (one
+	// JSON array value, JSONArray): its first rows in id order up to the
+	// one at offset ?offset (the limit − 1), in one statement whose text
+	// does not change with their number; partition_id, id, body_id, in
+	// any order (MoveMany sorts them).
 	SelectHeads *Stmt
 	Write       WriteSQL
 }
@@ -129,6 +131,14 @@ type headRow struct {
 
 func (r headRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
 
+// sortHeads orders rows by partition, then id: each partition's rows get
+// their seqs in id order (NumberRows), whatever order the plan read them in.
+func sortHeads(rows []headRow) {
+	slices.SortFunc(rows, func(a, b headRow) int {
+		return cmp.Or(cmp.Compare(a.PartitionID, b.PartitionID), cmp.Compare(a.ID, b.ID))
+	})
+}
+
 // MoveMany moves several partitions in one transaction of five statements
 // whatever their number: lock the partition rows that are free, read each
 // one's head of line, read the last seq handed out of those with rows,
@@ -148,24 +158,23 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 			return err
 		}
 		locked := make(map[int64]bool, len(locks))
-		heads := make([]Args, len(locks))
-		for i, id := range locks {
+		for _, id := range locks {
 			locked[id] = true
-			heads[i] = Args{"pid": id, "limit": p.Limit, "alias": bun.Safe("h" + strconv.Itoa(i))}
 		}
 		for i := range out {
 			out[i].Skipped = !locked[out[i].PartitionID]
 		}
-		if len(locks) == 0 {
+		if len(locks) == 0 || p.Limit < 1 {
 			return nil
 		}
 		var rows []headRow
-		if err := r.Query(ctx, tx, s.SelectHeads, Args{"heads": heads}, &rows); err != nil {
+		if err := r.Query(ctx, tx, s.SelectHeads, Args{"pids": JSONArray(locks), "offset": p.Limit - 1}, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
+		sortHeads(rows)
 		var withRows []int64
 		for _, row := range rows {
 			if !slices.Contains(withRows, row.PartitionID) {
