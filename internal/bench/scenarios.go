@@ -481,13 +481,26 @@ func (b *bencher) enqueueRun(ctx context.Context, producers, batch int, producer
 // in-process writer lock seqbox's do, so the ratio compares the writes and
 // not two locking strategies.
 func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
+	return b.plainTableRun(ctx, producers, batch, m, "baseline", createBaseline,
+		func(ctx context.Context, tx bun.Tx, table bun.Ident, rows []baseRow, now string) error {
+			_, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, headers, created_at) VALUES ?",
+				table, baseValues(rows, now)).Exec(ctx)
+			return err
+		})
+}
+
+// plainTableRun creates a table (prefix + suffix) with create, runs
+// plainInserts into it with insert and drops it.
+func (b *bencher) plainTableRun(ctx context.Context, producers, batch int, m *meter, suffix string,
+	create func(ctx context.Context, db *bun.DB, name dialect.Name, table string) error,
+	insert func(ctx context.Context, tx bun.Tx, table bun.Ident, rows []baseRow, now string) error) (rate float64, err error) {
 	prefix := newPrefix()
 	d, err := dialects.Open(context.Background(), b.db, prefix)
 	if err != nil {
 		return 0, fmt.Errorf("bench: dialect: %w", err)
 	}
-	table := prefix + "baseline"
-	if err := createBaseline(ctx, b.db, d.Name(), table); err != nil {
+	table := prefix + suffix
+	if err := create(ctx, b.db, d.Name(), table); err != nil {
 		return 0, err
 	}
 	defer func() {
@@ -498,9 +511,7 @@ func (b *bencher) baselineRun(ctx context.Context, producers, batch int, m *mete
 		}
 	}()
 	return b.plainInserts(ctx, d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
-		_, err := tx.NewRaw("INSERT INTO ? (id, payload_type, payload, headers, created_at) VALUES ?",
-			bun.Ident(table), baseValues(rows, now)).Exec(ctx)
-		return err
+		return insert(ctx, tx, bun.Ident(table), rows, now)
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
-	"github.com/seqbox/seqbox/internal/dialects"
 )
 
 // schemaFigure is a schema A/B for the enqueue write path: how close to the
@@ -79,31 +78,16 @@ func (b *bencher) schemaFigure(ctx context.Context, _ int) ([]Result, error) {
 // orderedTableRun writes each message as one row of an ordered table
 // (schemaFigure), with the same transactions, chunks and concurrency as
 // the baseline.
-func (b *bencher) orderedTableRun(ctx context.Context, producers, batch int, m *meter) (rate float64, err error) {
-	prefix := newPrefix()
-	d, err := dialects.Open(context.Background(), b.db, prefix)
-	if err != nil {
-		return 0, fmt.Errorf("bench: dialect: %w", err)
-	}
-	table := prefix + "ordered"
-	if err := createOrdered(ctx, b.db, d.Name(), table); err != nil {
-		return 0, err
-	}
-	defer func() {
-		dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if _, derr := b.db.NewRaw("DROP TABLE IF EXISTS ?", bun.Ident(table)).Exec(dropCtx); derr != nil && err == nil {
-			err = fmt.Errorf("bench: drop %s: %w", table, derr)
-		}
-	}()
+func (b *bencher) orderedTableRun(ctx context.Context, producers, batch int, m *meter) (float64, error) {
 	partitions := int64(b.opts.Partitions)
-	return b.plainInserts(ctx, d, producers, batch, m, func(ctx context.Context, tx bun.Tx, rows []baseRow, now string) error {
-		_, err := tx.NewRaw("INSERT INTO ? (id, partition_id, payload_type, payload, headers, created_at) VALUES ?",
-			bun.Ident(table), baseValuesWith(rows, "(?, ?, ?, ?, NULL, "+now+")", func(r baseRow) []any {
-				return []any{r.id, 1 + mrand.Int64N(partitions), r.payloadType, r.payload}
-			})).Exec(ctx)
-		return err
-	})
+	return b.plainTableRun(ctx, producers, batch, m, "ordered", createOrdered,
+		func(ctx context.Context, tx bun.Tx, table bun.Ident, rows []baseRow, now string) error {
+			_, err := tx.NewRaw("INSERT INTO ? (id, partition_id, payload_type, payload, headers, created_at) VALUES ?",
+				table, baseValuesWith(rows, "(?, ?, ?, ?, NULL, "+now+")", func(r baseRow) []any {
+					return []any{r.id, 1 + mrand.Int64N(partitions), r.payloadType, r.payload}
+				})).Exec(ctx)
+			return err
+		})
 }
 
 // createOrdered makes the one ordered table: the baseline's columns plus
