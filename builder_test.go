@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,29 @@ func TestMigrationsWithBunMigrate(t *testing.T) {
 	_, err = m.Rollback(ctx)
 	require.NoError(t, err)
 	require.Error(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident("app_body")).Scan(ctx, &n), "tables dropped")
+}
+
+// TestMigrationsListEverySchemaChange: Migrations has one entry per schema
+// change of any dialect (their migration files after 001_init, by name),
+// beside the first. A change without an entry never reaches an application
+// whose bun migrator ran the list before it: nothing new would call
+// SchemaMigrate.
+func TestMigrationsListEverySchemaChange(t *testing.T) {
+	t.Parallel()
+	changes := map[string]bool{}
+	for _, dir := range []string{"dialect/postgres/migration", "dialect/mysql/migration", "dialect/sqlite/migration"} {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			number, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+			require.True(t, ok, e.Name())
+			if number > "001" {
+				changes[name] = true
+			}
+		}
+	}
+	require.NotEmpty(t, changes)
+	require.Len(t, seqbox.Migrations("app_").Sorted(), 1+len(changes), "schema changes: %v", changes)
 }
 
 func TestBuilderNilDB(t *testing.T) {

@@ -45,6 +45,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261123000004", "seqbox_schema_message_key"},
 		{"20261123000005", "seqbox_schema_dedup_keys"},
 		{"20261123000006", "seqbox_schema_purge"},
+		{"20261124000001", "seqbox_schema_dead_letter_message_id"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}
