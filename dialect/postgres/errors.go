@@ -31,9 +31,6 @@ func isRetryable(err error) bool {
 	return false
 }
 
-// isUniqueViolation recognises a unique or primary key violation.
-func isUniqueViolation(err error) bool { return sqlState(err) == "23505" }
-
 // isDisconnect recognises a lost connection: class 08, or a backend
 // terminated by an administrator (pg_terminate_backend) or a shutdown.
 func isDisconnect(err error) bool {

@@ -38,10 +38,8 @@ import (
 // allocates, so the read is exact — provided its snapshot was taken after
 // the lock: a lock statement's own snapshot can predate the commit of the
 // move that held the lock before it (a lock leaves no row version to
-// re-read), so the several-statement moves read the top in the statement
-// after the lock, and the one-statement move, whose snapshot is that old
-// in that race, hits outgoing's primary key and is run again as
-// statements (SequenceMove).
+// re-read), so every move reads the top in the statement after the lock
+// (SequenceMove says why there is no one-statement move).
 //
 // Every move's transaction commits asynchronously: the condition
 // set_config('synchronous_commit', 'off', true) = 'off' in its first
@@ -78,8 +76,6 @@ type moves struct {
 	Select *kit.Stmt
 	Update *kit.Stmt
 
-	// Backlog is the one-partition move in one statement (see its comment).
-	Backlog *kit.Stmt
 
 	// ManyLock, ManySelect and ManyUpdate are the several-partition move:
 	// the same steps for any number of partitions, each list one array
@@ -115,45 +111,6 @@ FROM {incoming} i
 WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(?bound AS text) AS xid8)
 ORDER BY i.xid, i.id LIMIT ?limit`),
 	Update: kit.Inline(`UPDATE {partitions} SET incoming_xid = CAST(CAST(?bound AS text) AS xid8) WHERE id = ?pid`),
-
-	// One batch of partition ?pid in one round trip instead of seven. sel
-	// filters on the constant partition id; del deletes by ctid =
-	// ANY(ARRAY(…)), a TID scan whatever the statistics say: a join here is
-	// planned as a scan of incoming, and "id = ANY" was once planned, with
-	// autovacuum off and statistics from a near-empty table, as a full scan
-	// of the (partition_id, xid, id) index, after which the sequencer
-	// stalled for good (docs/ARCHITECTURE.md, "Plans that do not depend on
-	// statistics"; BENCHMARKS.md, "Figures behind design choices",
-	// "PostgreSQL move deletes by ctid"). The partition lock makes the
-	// ctids stable: only its holder deletes the partition's rows, and
-	// nothing updates them. Rows are numbered in (xid, id) order because
-	// DELETE … RETURNING has no order. top is always one row: without a
-	// processor row its base is NULL, and the insert fails on the NOT NULL
-	// seq rather than the delete going through alone. All CTEs share one snapshot, taken
-	// before the lock: a row another mover deleted meanwhile is not deleted
-	// again (del returns only what this statement deleted), and a top read
-	// from before that mover's commit collides with its seqs on outgoing's
-	// primary key, failing the statement whole (see above). upd writes the
-	// bound only when it moves. An empty batch writes nothing. The
-	// condition on synchronous_commit is always true: it sets the setting
-	// for the statement's transaction at no extra round trip (see above).
-	Backlog: kit.Inline(`WITH p AS (SELECT id, incoming_xid FROM {partitions}
-	WHERE id = ?pid AND set_config('synchronous_commit', 'off', true) = 'off'
-	FOR NO KEY UPDATE SKIP LOCKED),
-sel AS (SELECT ctid AS t FROM {incoming} WHERE partition_id = ?pid AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT ?limit),
-del AS (DELETE FROM {incoming} WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
-num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
-cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
-top AS (SELECT (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS base),
-nb AS (SELECT GREATEST(p.incoming_xid, CASE WHEN cnt.n = ?limit
-		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
-		ELSE pg_snapshot_xmin(pg_current_snapshot()) END) AS bound
-	FROM p CROSS JOIN cnt WHERE cnt.n > 0),
-upd AS (UPDATE {partitions} u SET incoming_xid = nb.bound FROM nb WHERE u.id = ?pid AND u.incoming_xid <> nb.bound RETURNING 1),
-ins AS (INSERT INTO {outgoing} (partition_id, seq, body_id) SELECT ?pid, top.base + num.rn, num.body_id FROM num CROSS JOIN top RETURNING 1)
-SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
-	COALESCE((SELECT base FROM top), 0) AS base`),
 
 	ManyLock: kit.Inline(`SELECT id, (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
@@ -245,32 +202,17 @@ func nextBound(bound, xmin, lastXID int64, full bool) int64 {
 	return max(bound, next)
 }
 
-// SequenceMove moves one batch. Moves that follow a full one (p.Backlog)
-// use the single statement: it drains a backlog faster. Small moves are
-// cheaper as several simple statements: planning the CTE costs more
-// database CPU than the round trips it saves (BENCHMARKS.md, "Figures
-// behind design choices", "PostgreSQL backlog move in one statement"). A
-// single statement that collides on outgoing's primary key read the top
-// from before another mover's commit (see above): it wrote nothing, and
-// the statements, which read the top after the lock, move the batch.
+// SequenceMove moves one batch as several simple statements.
+//
+// A one-statement move (a writable CTE) drained a backlog 10–20% faster,
+// but its snapshot is taken before its lock: the last seq it reads can
+// predate another process's move of the partition, and if that move's
+// rows were delivered and pruned before its insert, nothing collides and
+// it hands out their seqs again, below the cursor, where no processor
+// reads. The statements read the top in a statement after the lock
+// (docs/ARCHITECTURE.md, "Tables and locks").
 func (d *pgDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
-	if !p.Backlog {
-		return d.sequenceMoveStatements(ctx, p)
-	}
-	var locked, moved, base int64
-	if err := d.Query(ctx, d.DB(), moveSQL.Backlog, kit.Args{"pid": p.PartitionID, "limit": p.Limit}, &locked, &moved, &base); err != nil {
-		if isUniqueViolation(err) {
-			return d.sequenceMoveStatements(ctx, p)
-		}
-		return dialect.SequenceMoveResult{}, err
-	}
-	if locked == 0 {
-		return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Skipped: true}, nil
-	}
-	if moved == 0 {
-		return dialect.SequenceMoveResult{PartitionID: p.PartitionID}, nil
-	}
-	return dialect.SequenceMoveResult{PartitionID: p.PartitionID, Moved: int(moved), FirstSeq: base + 1, LastSeq: base + moved}, nil
+	return d.sequenceMoveStatements(ctx, p)
 }
 
 // sequenceMoveStatements is the move as several simple statements in one

@@ -87,25 +87,6 @@ ORDER BY i.xid, i.id LIMIT 100;
 -- moves.Update (inlined)
 UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(1201 AS text) AS xid8) WHERE id = 7;
 
--- moves.Backlog (inlined)
-WITH p AS (SELECT id, incoming_xid FROM seqbox_partitions
-	WHERE id = 7 AND set_config('synchronous_commit', 'off', true) = 'off'
-	FOR NO KEY UPDATE SKIP LOCKED),
-sel AS (SELECT ctid AS t FROM seqbox_incoming WHERE partition_id = 7 AND xid >= (SELECT incoming_xid FROM p) ORDER BY xid, id LIMIT 100),
-del AS (DELETE FROM seqbox_incoming WHERE ctid = ANY(ARRAY(SELECT t FROM sel)) RETURNING id, xid, body_id),
-num AS (SELECT body_id, row_number() OVER (ORDER BY xid, id) AS rn FROM del),
-cnt AS (SELECT count(*) AS n, max(xid) AS last_xid FROM del),
-top AS (SELECT (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS base),
-nb AS (SELECT GREATEST(p.incoming_xid, CASE WHEN cnt.n = 100
-		THEN LEAST(pg_snapshot_xmin(pg_current_snapshot()), cnt.last_xid)
-		ELSE pg_snapshot_xmin(pg_current_snapshot()) END) AS bound
-	FROM p CROSS JOIN cnt WHERE cnt.n > 0),
-upd AS (UPDATE seqbox_partitions u SET incoming_xid = nb.bound FROM nb WHERE u.id = 7 AND u.incoming_xid <> nb.bound RETURNING 1),
-ins AS (INSERT INTO seqbox_outgoing (partition_id, seq, body_id) SELECT 7, top.base + num.rn, num.body_id FROM num CROSS JOIN top RETURNING 1)
-SELECT (SELECT count(*) FROM p) AS locked, (SELECT count(*) FROM ins) AS moved,
-	COALESCE((SELECT base FROM top), 0) AS base;
-
 -- moves.ManyLock (inlined)
 SELECT id, (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
