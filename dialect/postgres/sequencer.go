@@ -76,7 +76,6 @@ type moves struct {
 	Select *kit.Stmt
 	Update *kit.Stmt
 
-
 	// ManyLock, ManySelect and ManyUpdate are the several-partition move:
 	// the same steps for any number of partitions, each list one array
 	// value (?pids ?bounds, kit.PGArray) so that the text does not change
