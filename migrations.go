@@ -46,6 +46,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261123000005", "seqbox_schema_dedup_keys"},
 		{"20261123000006", "seqbox_schema_purge"},
 		{"20261124000001", "seqbox_schema_dead_letter_message_id"},
+		{"20261124000002", "seqbox_schema_drop_partition_sequence"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

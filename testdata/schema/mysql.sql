@@ -228,3 +228,20 @@ PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
 EXECUTE sb_migrate_ddl;
 
 DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- The last seq handed out is the top of outgoing (docs/ARCHITECTURE.md,
+-- "Tables and locks"); partitions.sequence is no longer kept. Dropping it
+-- makes a process of an earlier release, which would still number from it
+-- and could hand out pruned seqs again, fail loudly instead.
+-- MySQL 8 has no DROP COLUMN IF EXISTS: the statement is chosen from
+-- information_schema, so a re-run is a no-op.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_partitions' AND column_name = 'sequence') = 1,
+    'ALTER TABLE seqbox_partitions DROP COLUMN sequence',
+    'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;

@@ -183,3 +183,9 @@ ALTER TABLE seqbox_processor ADD COLUMN IF NOT EXISTS purges BIGINT NOT NULL DEF
 -- A dead letter is found by its message id (DeadLetters.Get, `seqbox dlq
 -- show`, the web UI's links by message id): by index, not by a scan.
 CREATE INDEX IF NOT EXISTS seqbox_dead_letters_message_id ON seqbox_dead_letters (message_id);
+
+-- The last seq handed out is the top of outgoing (docs/ARCHITECTURE.md,
+-- "Tables and locks"); partitions.sequence is no longer kept. Dropping it
+-- makes a process of an earlier release, which would still number from it
+-- and could hand out pruned seqs again, fail loudly instead.
+ALTER TABLE seqbox_partitions DROP COLUMN IF EXISTS sequence;
