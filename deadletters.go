@@ -13,6 +13,7 @@ import (
 
 	"github.com/seqbox/seqbox/deadletter"
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/lifecycle"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 )
 
@@ -239,7 +240,29 @@ func (a *DeadLetters) act(ctx context.Context, sel deadletter.Selection, action 
 			return err
 		}
 	}
-	err := a.s.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+	// Two operators acting on overlapping letters can deadlock on InnoDB
+	// (their row locks are taken through different index entries). The
+	// transaction is all or nothing and re-reads under its locks, so it is
+	// run again: the second operator then sees the first one's outcome
+	// (CountError, ErrNoMatch) instead of a database error.
+	var err error
+	for attempt := 1; attempt <= actionAttempts; attempt++ {
+		if err = a.actOnce(ctx, sel, df, action, fn); !errors.Is(err, dialect.ErrRetryable) ||
+			!lifecycle.Sleep(ctx, lifecycle.Backoff(attempt, 10*time.Millisecond, 200*time.Millisecond)) {
+			break
+		}
+	}
+	return wrapAction(action, err)
+}
+
+// actionAttempts bounds the runs of a bulk action that keeps meeting
+// retryable conflicts.
+const actionAttempts = 5
+
+// actOnce is one transaction of act.
+func (a *DeadLetters) actOnce(ctx context.Context, sel deadletter.Selection, df dialect.DeadLetterFilter, action string,
+	fn func(ctx context.Context, tx bun.Tx, recs []dialect.DeadLetterRecord) error) error {
+	return a.s.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		recs, err := a.s.DeadLetterList(ctx, &dialect.DeadLetterListParams{Conn: tx, Filter: df, Lock: true})
 		if err != nil {
 			return err
@@ -256,7 +279,6 @@ func (a *DeadLetters) act(ctx context.Context, sel deadletter.Selection, action 
 		}
 		return fn(ctx, tx, recs)
 	})
-	return wrapAction(action, err)
 }
 
 // checkIDs reports the first id that is missing or not pending.
