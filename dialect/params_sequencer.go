@@ -10,10 +10,6 @@ type IncomingPartitionListParams struct{}
 type SequenceMoveParams struct {
 	PartitionID int64
 	Limit       int
-	// Backlog: the previous move of this partition was full, so this one
-	// probably is too. A dialect may pick a shape that pays off only for
-	// large batches.
-	Backlog bool
 }
 
 // SequenceMoveManyParams selects several partitions to move in one

@@ -262,14 +262,13 @@ func (s *Sequencer) work(ctx context.Context, claim *prioritizer.Claim) {
 }
 
 // workFrom is work for a partition that already moved some rows in this
-// claim (a full share of a shared transaction): a backlog, so the moves
-// take the backlog shape at once.
+// claim (a full share of a shared transaction), counted in already.
 func (s *Sequencer) workFrom(ctx context.Context, claim *prioritizer.Claim, already int) {
 	pid := claim.PartitionID()
 	err := lifecycle.Safely(func() error {
 		moved := already
-		for i := range s.cfg.MaxInnerIterations {
-			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize, Backlog: i > 0 || already > 0})
+		for range s.cfg.MaxInnerIterations {
+			res, err := s.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: s.cfg.BatchSize})
 			if err != nil {
 				return err
 			}

@@ -15,10 +15,10 @@ import (
 	"github.com/seqbox/seqbox/processor"
 )
 
-// testSequenceMoveShapes: every shape a dialect uses to move a batch (small
-// moves and backlog moves) numbers rows gap-free in incoming-id order,
-// deletes exactly what it moved, and an empty move writes nothing.
-func testSequenceMoveShapes(e *Env) {
+// testSequenceMoveBatches: moves of a partition in full and partial batches
+// number rows gap-free in incoming-id order, delete exactly what they moved,
+// and an empty move writes nothing.
+func testSequenceMoveBatches(e *Env) {
 	ob := e.Start(e.Builder().ProducerOnly().Queue("moves", 2, nil))
 	msgs := make([]outbox.Message, 25)
 	for i := range msgs {
@@ -28,14 +28,14 @@ func testSequenceMoveShapes(e *Env) {
 	require.NoError(e.T, err)
 	pid := ob.PartitionIDs("moves")[1]
 	var seen int64
-	for i, backlog := range []bool{false, true, false, true} {
-		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
+	for i := range 4 {
+		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
 		require.NoError(e.T, err)
 		want := dialect.SequenceMoveResult{PartitionID: pid} // the last move finds nothing
 		if n := min(10, 25-int(seen)); n > 0 {
 			want = dialect.SequenceMoveResult{PartitionID: pid, Moved: n, FirstSeq: seen + 1, LastSeq: seen + int64(n)}
 		}
-		require.Equal(e.T, want, res, "move %d (backlog=%v)", i, backlog)
+		require.Equal(e.T, want, res, "move %d", i)
 		seen += int64(want.Moved)
 	}
 	require.Equal(e.T, 0, e.Count("incoming"))
@@ -51,7 +51,7 @@ func testSequenceMoveShapes(e *Env) {
 }
 
 // testLateCommitMovedAfterLaterRows: a transaction that enqueued first but
-// commits after later transactions were moved — in both move shapes — is
+// commits after later transactions were moved is
 // still moved when it commits: the order a dialect reads in (and any lower
 // bound it keeps, as PostgreSQL does) never passes an open transaction.
 func testLateCommitMovedAfterLaterRows(e *Env) {
@@ -70,15 +70,15 @@ func testLateCommitMovedAfterLaterRows(e *Env) {
 		require.NoError(e.T, err)
 	}
 	moved := 0
-	for _, backlog := range []bool{false, true, true} {
-		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
+	for range 3 {
+		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
 		require.NoError(e.T, err)
 		moved += res.Moved
 	}
 	require.Equal(e.T, 15, moved, "the open transaction's row is not visible yet")
 	require.NoError(e.T, early.Commit())
-	for _, backlog := range []bool{false, true} {
-		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
+	for range 2 {
+		res, err := e.D.SequenceMove(e.Ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
 		require.NoError(e.T, err)
 		moved += res.Moved
 	}

@@ -49,7 +49,7 @@ func testHeldSnapshot(t *testing.T, open Open) {
 			require.NoError(t, err)
 		} else {
 			for _, pid := range pids {
-				res, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 100, Backlog: round == 3})
+				res, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 100})
 				require.NoError(t, err)
 				moved = append(moved, res)
 			}
@@ -247,7 +247,7 @@ func testMultiProcess(t *testing.T, open Open) {
 						_, err = d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids, Limit: 4})
 					} else {
 						for _, pid := range pids {
-							if _, err = d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 4, Backlog: pass%2 == 1}); err != nil {
+							if _, err = d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 4}); err != nil {
 								break
 							}
 						}
@@ -313,7 +313,7 @@ func testMultiProcess(t *testing.T, open Open) {
 						return
 					default:
 					}
-					if _, err := d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 4, Backlog: true}); err != nil && !d.IsRetryable(err) {
+					if _, err := d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 4}); err != nil && !d.IsRetryable(err) {
 						t.Errorf("mover %d: %v", i, err)
 						return
 					}

@@ -35,8 +35,8 @@ func testIncomingPartitionList(t *testing.T, open Open) {
 // in order, with gap-free seqs.
 func testSequenceMove(t *testing.T, open Open) {
 	e := newEnv(t, open)
-	move := func(pid int64, limit int, backlog bool) dialect.SequenceMoveResult {
-		res, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: limit, Backlog: backlog})
+	move := func(pid int64, limit int) dialect.SequenceMoveResult {
+		res, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: limit})
 		require.NoError(t, err)
 		require.Equal(t, pid, res.PartitionID)
 		return res
@@ -44,46 +44,40 @@ func testSequenceMove(t *testing.T, open Open) {
 	t.Run("Empty", func(t *testing.T) {
 		e := e.with(t)
 		pid := e.queue(1)[0]
-		res := move(pid, 10, false)
+		res := move(pid, 10)
 		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid}, res)
 		require.Zero(t, e.sequence(pid))
 		require.Empty(t, e.outgoing(pid))
 	})
-	for _, backlog := range []bool{false, true} {
-		name := "Batches"
-		if backlog {
-			name = "BatchesBacklog"
-		}
-		t.Run(name, func(t *testing.T) {
-			e := e.with(t)
-			pids := e.queue(2)
-			ids := e.enqueue(pids[0], 5)
-			e.enqueue(pids[1], 2)
-			res := move(pids[0], 3, backlog)
-			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 1, LastSeq: 3}, res)
-			require.Equal(t, int64(3), e.sequence(pids[0]))
-			require.Equal(t, ids[:3], e.outgoingIDs(pids[0]), "in enqueue order")
-			require.Equal(t, 2, e.incoming(pids[0]), "the moved rows left incoming")
-			require.Equal(t, 2, e.incoming(pids[1]), "another partition's rows stay")
-			more := e.enqueue(pids[0], 1)
-			res = move(pids[0], 10, backlog)
-			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 4, LastSeq: 6}, res)
-			require.Equal(t, append(ids, more...), e.outgoingIDs(pids[0]))
-			require.Zero(t, e.incoming(pids[0]))
-			require.Equal(t, int64(6), e.sequence(pids[0]))
-			res = move(pids[0], 10, backlog)
-			require.Zero(t, res.Moved)
-			require.Equal(t, int64(6), e.sequence(pids[0]))
-			require.Equal(t, 2, e.incoming(pids[1]))
-		})
-	}
+	t.Run("Batches", func(t *testing.T) {
+		e := e.with(t)
+		pids := e.queue(2)
+		ids := e.enqueue(pids[0], 5)
+		e.enqueue(pids[1], 2)
+		res := move(pids[0], 3)
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 1, LastSeq: 3}, res)
+		require.Equal(t, int64(3), e.sequence(pids[0]))
+		require.Equal(t, ids[:3], e.outgoingIDs(pids[0]), "in enqueue order")
+		require.Equal(t, 2, e.incoming(pids[0]), "the moved rows left incoming")
+		require.Equal(t, 2, e.incoming(pids[1]), "another partition's rows stay")
+		more := e.enqueue(pids[0], 1)
+		res = move(pids[0], 10)
+		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 3, FirstSeq: 4, LastSeq: 6}, res)
+		require.Equal(t, append(ids, more...), e.outgoingIDs(pids[0]))
+		require.Zero(t, e.incoming(pids[0]))
+		require.Equal(t, int64(6), e.sequence(pids[0]))
+		res = move(pids[0], 10)
+		require.Zero(t, res.Moved)
+		require.Equal(t, int64(6), e.sequence(pids[0]))
+		require.Equal(t, 2, e.incoming(pids[1]))
+	})
 	t.Run("AfterPrune", func(t *testing.T) {
 		// No row keeps the last seq handed out: it is the top of outgoing
 		// or, once the vacuum has pruned every row, the cursor. Every shape
 		// of move continues from it, never from seq 1 again.
 		e := e.with(t)
 		pid := e.queue(1)[0]
-		for round, shape := range []string{"statements", "backlog", "many", "statements"} {
+		for round, shape := range []string{"move", "many", "move", "many"} {
 			e.enqueue(pid, 2)
 			first := int64(2*round + 1)
 			var res dialect.SequenceMoveResult
@@ -92,7 +86,7 @@ func testSequenceMove(t *testing.T, open Open) {
 				require.NoError(t, err)
 				res = out[0]
 			} else {
-				res = move(pid, 10, shape == "backlog")
+				res = move(pid, 10)
 			}
 			require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid, Moved: 2, FirstSeq: first, LastSeq: first + 1}, res, "round %d (%s)", round, shape)
 			require.NoError(t, e.d.ProcessorAck(e.ctx, dialect.ProcessorAdvance(pid, "", first+1, nil)))
@@ -115,10 +109,8 @@ func testSequenceMove(t *testing.T, open Open) {
 		e.enqueue(pid, 2)
 		_, err := e.db.NewRaw("DELETE FROM ? WHERE partition_id = ?", bun.Ident(e.tb.Processor), pid).Exec(e.ctx)
 		require.NoError(t, err)
-		for _, backlog := range []bool{false, true} {
-			_, err := e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10, Backlog: backlog})
-			require.Error(t, err, "backlog=%v", backlog)
-		}
+		_, err = e.d.SequenceMove(e.ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
+		require.Error(t, err)
 		_, err = e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
 		require.Error(t, err)
 		require.Equal(t, 2, e.incoming(pid))
@@ -155,13 +147,13 @@ func testSequenceMove(t *testing.T, open Open) {
 		for _, pid := range pids {
 			for bound(pid) < xid {
 				e.enqueue(pid, 1)
-				move(pid, 10, false)
+				move(pid, 10)
 			}
 			require.Equal(t, xid, bound(pid), "the bound never passes a running transaction")
 		}
 		before := version()
 		seq := e.sequence(pids[0])
-		for _, shape := range []string{"statements", "backlog", "many"} {
+		for _, shape := range []string{"move", "many", "move"} {
 			e.enqueue(pids[0], 2)
 			e.enqueue(pids[1], 1)
 			if shape == "many" {
@@ -170,8 +162,8 @@ func testSequenceMove(t *testing.T, open Open) {
 				require.Equal(t, 2, out[0].Moved)
 				require.Equal(t, 1, out[1].Moved)
 			} else {
-				require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 2, FirstSeq: seq + 1, LastSeq: seq + 2}, move(pids[0], 10, shape == "backlog"))
-				require.Equal(t, 1, move(pids[1], 10, shape == "backlog").Moved)
+				require.Equal(t, dialect.SequenceMoveResult{PartitionID: pids[0], Moved: 2, FirstSeq: seq + 1, LastSeq: seq + 2}, move(pids[0], 10))
+				require.Equal(t, 1, move(pids[1], 10).Moved)
 			}
 			seq += 2
 			require.Equal(t, before, version(), "%s: a move rewrote a partition row", shape)
@@ -184,13 +176,13 @@ func testSequenceMove(t *testing.T, open Open) {
 		pid := e.queue(1)[0]
 		e.enqueue(pid, 2)
 		_, release := e.holdRow(e.tb.Partitions, "id", pid)
-		res := move(pid, 10, false)
+		res := move(pid, 10)
 		require.True(t, res.Skipped, "another sequencer holds the partition")
 		require.Zero(t, res.Moved)
 		require.Equal(t, 2, e.incoming(pid))
 		require.Empty(t, e.outgoing(pid))
 		release(false)
-		require.Equal(t, 2, move(pid, 10, false).Moved)
+		require.Equal(t, 2, move(pid, 10).Moved)
 	})
 	t.Run("UncommittedRows", func(t *testing.T) {
 		e := e.with(t)
@@ -203,11 +195,11 @@ func testSequenceMove(t *testing.T, open Open) {
 		late := rows(pid, 2)
 		require.NoError(t, e.d.MessageInsertMany(e.ctx, &dialect.MessageInsertManyParams{Conn: tx, Rows: late, ChunkRows: 10, ChunkBytes: 1 << 20}))
 		after := e.enqueue(pid, 1)
-		res := move(pid, 10, false)
+		res := move(pid, 10)
 		require.Equal(t, 2, res.Moved, "the committed rows, not waiting for the open producer")
 		require.Equal(t, append(first, after...), e.outgoingIDs(pid))
 		require.NoError(t, tx.Commit())
-		res = move(pid, 10, false)
+		res = move(pid, 10)
 		require.Equal(t, dialect.SequenceMoveResult{PartitionID: pid, Moved: 2, FirstSeq: 3, LastSeq: 4}, res)
 		require.Equal(t, append(append(first, after...), idsOf(late)...), e.outgoingIDs(pid), "sequenced at commit")
 	})
