@@ -13,7 +13,7 @@ func Cases() []Case {
 		{"ProducerOnlyInstanceConsumedElsewhere", testProducerOnlyInstanceConsumedElsewhere}, // 1, 5
 		{"PerPartitionOrder", testPerPartitionOrder},                                         // 2
 		{"OverlappingTransactionsNeverSkipped", testOverlappingTransactionsNeverSkipped},     // 2
-		{"SequenceMoveBatches", testSequenceMoveBatches},                                       // 2
+		{"SequenceMoveBatches", testSequenceMoveBatches},                                     // 2
 		{"LateCommitMovedAfterLaterRows", testLateCommitMovedAfterLaterRows},                 // 2
 		{"SequenceMoveMany", testSequenceMoveMany},                                           // 2
 		{"SeqsContinueAfterPrune", testSeqsContinueAfterPrune},                               // 2
