@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -330,4 +331,48 @@ func TestCapacityJudge(t *testing.T) {
 	assert.False(t, judge(10000, run(9000, 0, 900)).KeptUp, "900 more a second: 10% of what was committed")
 	assert.Zero(t, slope([]int64{5}))
 	assert.InDelta(t, -2, slope([]int64{10, 8, 6}), 1e-9)
+}
+
+// TestCapacityClimb: the ladder climbs 25% a step until a step falls
+// behind, then bisects that gap twice, so the figure is within about 6% of
+// the rate where the pipeline stops keeping up; producers that fall short
+// end it, and a ladder that fails at its first step reports nothing.
+func TestCapacityClimb(t *testing.T) {
+	t.Parallel()
+	limit := func(capacity, producers float64) func(float64) (CapacityStep, error) {
+		return func(offered float64) (CapacityStep, error) {
+			return CapacityStep{Offered: offered, Delivered: min(offered, capacity), KeptUp: offered <= capacity,
+				ProducerLimited: offered > producers}, nil
+		}
+	}
+	offered := func(l []CapacityStep) []float64 {
+		var o []float64
+		for _, s := range l {
+			o = append(o, math.Round(s.Offered))
+		}
+		return o
+	}
+	ladder, best, pl, err := climb(1000, limit(2100, math.Inf(1)))
+	require.NoError(t, err)
+	assert.False(t, pl)
+	// 1000, 1250, 1563 and 1953 keep up, 2441 does not; then √(1953·2441)
+	// = 2184 does not, √(1953·2184) = 2065 does.
+	assert.Equal(t, []float64{1000, 1250, 1563, 1953, 2441, 2184, 2065}, offered(ladder))
+	assert.InDelta(t, 2065, best, 1)
+	assert.Greater(t, best, 2100/1.06)
+
+	ladder, best, pl, err = climb(1000, limit(1e9, 1500))
+	require.NoError(t, err)
+	assert.True(t, pl, "the producers could not offer 1,563")
+	assert.Equal(t, []float64{1000, 1250, 1563}, offered(ladder))
+	assert.InDelta(t, 1563, best, 1, "the pipeline kept up with what they committed")
+
+	ladder, best, _, err = climb(1000, limit(500, math.Inf(1)))
+	require.NoError(t, err)
+	assert.Len(t, ladder, 1)
+	assert.Zero(t, best, "no step kept up")
+
+	boom := errors.New("boom")
+	_, _, _, err = climb(1000, func(float64) (CapacityStep, error) { return CapacityStep{}, boom })
+	assert.ErrorIs(t, err, boom)
 }
