@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,30 +73,13 @@ func (c *natsCluster) connect(t *testing.T, first string) *nats.Conn {
 		}
 	}
 	var nc *nats.Conn
-	var err error
-	waitFor(t, "a connection to the cluster", func() bool {
+	relaytest.WaitUntil(t, "a connection to the cluster", func() (err error) {
 		nc, err = nats.Connect(strings.Join(urls, ","), nats.DontRandomize(), nats.Timeout(time.Second),
 			nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond), nats.ReconnectBufSize(-1))
-		return err == nil
+		return err
 	})
 	t.Cleanup(nc.Close)
 	return nc
-}
-
-// waitFor polls cond (every 20 ms, for at most a minute) until it holds;
-// lastErr, when given, is the error cond last saw, for the failure.
-func waitFor(t *testing.T, what string, cond func() bool, lastErr ...*error) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			if len(lastErr) > 0 && *lastErr[0] != nil {
-				t.Fatalf("waiting for %s: not after a minute (last error: %v)", what, *lastErr[0])
-			}
-			t.Fatalf("waiting for %s: not after a minute", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // createR3Stream creates a stream replicated on the 3 members, once the
@@ -103,14 +87,13 @@ func waitFor(t *testing.T, what string, cond func() bool, lastErr ...*error) {
 // followers are current.
 func createR3Stream(ctx context.Context, t *testing.T, js jetstream.JetStream, name string) (jetstream.Stream, *jetstream.StreamInfo) {
 	var s jetstream.Stream
-	var err error
-	waitFor(t, "the cluster to place an R3 stream", func() bool {
+	relaytest.WaitUntil(t, "the cluster to place an R3 stream", func() (err error) {
 		ctx, cancel := context.WithTimeout(ctx, time.Second) // a request sent before the cluster is up gets no answer
 		defer cancel()
 		s, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
 			Replicas: 3, Storage: jetstream.FileStorage, Duplicates: time.Minute})
-		return err == nil
-	}, &err)
+		return err
+	})
 	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
 	return s, waitStreamHealthy(ctx, t, s)
 }
@@ -118,34 +101,36 @@ func createR3Stream(ctx context.Context, t *testing.T, js jetstream.JetStream, n
 // waitStreamHealthy waits until s has a leader and two current followers.
 func waitStreamHealthy(ctx context.Context, t *testing.T, s jetstream.Stream) *jetstream.StreamInfo {
 	var info *jetstream.StreamInfo
-	waitFor(t, "the stream's leader and current followers", func() bool {
+	relaytest.WaitUntil(t, "the stream's leader and current followers", func() (err error) {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		var err error
-		info, err = s.Info(ctx)
-		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
-			return false
+		if info, err = s.Info(ctx); err != nil {
+			return err
+		}
+		if info.Cluster == nil || info.Cluster.Leader == "" || len(info.Cluster.Replicas) != 2 {
+			return fmt.Errorf("cluster %+v", info.Cluster)
 		}
 		for _, r := range info.Cluster.Replicas {
 			if !r.Current || r.Offline {
-				return false
+				return fmt.Errorf("follower %+v", *r)
 			}
 		}
-		return true
+		return nil
 	})
 	return info
 }
 
 // TestClusterMemberKilled: a relay publishes to an R3 stream of a 3-node
 // JetStream cluster, connected to one member and given the others, and
-// that member is SIGKILLed mid-stream; first when it leads the stream (a
+// that member is SIGKILLed mid-stream: first when it leads the stream (a
 // leader election in the middle of pipelined publishes), then when it is a
-// follower. A batch the killed member had confirmed is published again
-// (its ack lost), so Nats-Msg-Id must drop it across the leader change.
-// The relay, never restarted, reconnects to another member on the same
-// nats.Conn and goes on while the member is down; the member comes back
-// and catches up. The stream ends holding every message once, per
-// partition in seq order.
+// follower. The confirm of a message the cluster had stored just before
+// the kill is kept from the relay, which publishes the message again: the
+// stream, under a new leader in the first case, must know it by its
+// Nats-Msg-Id and drop it. The relay, never restarted, reconnects to
+// another member on the same nats.Conn and goes on while the member is
+// down; the member comes back and catches up. The stream ends holding
+// every message once, per partition in seq order.
 func TestClusterMemberKilled(t *testing.T) {
 	c := startNATSCluster(t)
 	admin := c.connect(t, "")
@@ -166,21 +151,23 @@ func TestClusterMemberKilled(t *testing.T) {
 			require.Equal(t, victimName, nc.ConnectedServerName(), "the relay starts on the member to be killed")
 			js, err := jetstream.New(nc)
 			require.NoError(t, err)
-			hold := relaytest.NewHold(func(int) bool { return true })
-			h, err := natsrelay.Handler(natsrelay.Config{JetStream: lossyJS{js, hold}, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
+			lossy := &lossyJS{JetStream: js, hold: relaytest.NewHold(func(int) bool { return true })}
+			h, err := natsrelay.Handler(natsrelay.Config{JetStream: lossy, Subject: natsrelay.SubjectPrefix(name, false), Stream: name})
 			require.NoError(t, err)
 			db := relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db"))
 
-			ids := relaytest.MemberKilled(ctx, t, db, h, 400, hold, victim.Kill,
+			ids := relaytest.MemberKilled(ctx, t, db, h, 400, lossy.hold, victim.Kill,
 				func(ob *seqbox.Outbox, lost outbox.MessageID) {
 					// Published again and confirmed while the member is down.
 					require.NoError(t, ob.WaitProcessed(ctx, lost))
 					var now *jetstream.StreamInfo
-					waitFor(t, "the stream's leader", func() bool {
+					relaytest.WaitUntil(t, "the stream's leader", func() (err error) {
 						ctx, cancel := context.WithTimeout(ctx, time.Second)
 						defer cancel()
-						now, err = stream.Info(ctx)
-						return err == nil && now.Cluster != nil && now.Cluster.Leader != ""
+						if now, err = stream.Info(ctx); err == nil && (now.Cluster == nil || now.Cluster.Leader == "") {
+							err = fmt.Errorf("no leader: %+v", now.Cluster)
+						}
+						return err
 					})
 					require.NotEqual(t, victimName, now.Cluster.Leader)
 					if role == "leader" {
@@ -190,6 +177,8 @@ func TestClusterMemberKilled(t *testing.T) {
 					waitStreamHealthy(ctx, t, stream) // the member is back and current
 				})
 
+			require.Equal(t, int32(againDuplicate), lossy.again.Load(),
+				"published again, the held message was a duplicate: the cluster had kept it through the kill")
 			checkStream(t, stored(ctx, t, stream), ids, name)
 			require.Positive(t, nc.Stats().Reconnects, "the relay's connection moved to another member")
 			require.NotEqual(t, victimName, nc.ConnectedServerName())
@@ -199,25 +188,60 @@ func TestClusterMemberKilled(t *testing.T) {
 
 // lossyJS is the relay's JetStream with a relaytest.Hold: the confirm the
 // hold takes reaches the relay as relaytest.ErrConfirmLost, as when the
-// member that sent it dies before it arrives.
+// member that sent it dies before it arrives. It records what the stream
+// says when that message is published again: a duplicate (it kept the
+// message through the kill) or a new message.
 type lossyJS struct {
 	jetstream.JetStream
-	hold *relaytest.Hold
+	hold   *relaytest.Hold
+	heldID atomic.Pointer[string]
+	again  atomic.Int32 // againDuplicate, againStored, or 0 before the first confirm
 }
 
-func (j lossyJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+const (
+	againDuplicate = 1 + iota
+	againStored
+)
+
+func (j *lossyJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
 	f, err := j.JetStream.PublishMsgAsync(m, opts...)
-	partition, _ := strconv.Atoi(m.Header.Get(natsrelay.HeaderPartition))
-	seq, _ := strconv.ParseInt(m.Header.Get(natsrelay.HeaderSeq), 10, 64)
-	if err != nil || !j.hold.Wants(partition, seq) {
+	if err != nil {
 		return f, err
 	}
+	id := m.Header.Get(natsrelay.HeaderMsgID) // set by the publish
+	partition, _ := strconv.Atoi(m.Header.Get(natsrelay.HeaderPartition))
+	seq, _ := strconv.ParseInt(m.Header.Get(natsrelay.HeaderSeq), 10, 64)
+	if held := j.heldID.Load(); held != nil && *held == id {
+		return forward(f, func(ack *jetstream.PubAck) error {
+			again := int32(againStored)
+			if ack.Duplicate {
+				again = againDuplicate
+			}
+			j.again.CompareAndSwap(0, again)
+			return nil
+		}), nil
+	}
+	if j.hold.Wants(partition, seq) {
+		return forward(f, func(*jetstream.PubAck) error {
+			if !j.hold.Take(partition, seq, id) {
+				return nil
+			}
+			j.heldID.Store(&id)
+			return relaytest.ErrConfirmLost
+		}), nil
+	}
+	return f, nil
+}
+
+// forward is f, with onAck between its confirm and the relay: an error
+// from onAck reaches the relay instead of the confirm.
+func forward(f jetstream.PubAckFuture, onAck func(*jetstream.PubAck) error) jetstream.PubAckFuture {
 	lf := &lossyFuture{PubAckFuture: f, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
 	go func() {
 		select {
 		case ack := <-f.Ok():
-			if j.hold.Take(partition, seq, m.Header.Get(natsrelay.HeaderMsgID)) {
-				lf.err <- relaytest.ErrConfirmLost
+			if err := onAck(ack); err != nil {
+				lf.err <- err
 			} else {
 				lf.ok <- ack
 			}
@@ -225,7 +249,7 @@ func (j lossyJS) PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jet
 			lf.err <- err
 		}
 	}()
-	return lf, nil
+	return lf
 }
 
 type lossyFuture struct {

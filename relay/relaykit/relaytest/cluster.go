@@ -67,6 +67,25 @@ func FreePorts(t testing.TB, n int) []int {
 	return ports
 }
 
+// WaitUntil polls check every 20 ms until it returns nil, and fails the
+// test with check's last error if that takes more than a minute. It waits
+// for a state the test can observe (a cluster formed, a leader elected),
+// never for time to pass.
+func WaitUntil(t testing.TB, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: not after a minute: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Server is a broker process of a test's private cluster: started with
 // StartServer, SIGKILLed with Kill (a crash: no shutdown, nothing flushed
 // that the server did not flush itself), started again with the same
