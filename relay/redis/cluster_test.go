@@ -34,8 +34,9 @@ type redisCluster struct {
 
 func startRedisCluster(ctx context.Context, t *testing.T) *redisCluster {
 	bin := relaytest.Binary(t, "redis-server")
-	ports := relaytest.FreePorts(t, 6)                                             // 3 client ports, 3 cluster bus ports
-	c := &redisCluster{slots: [3][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}} // as redis-cli --cluster create splits them
+	ports := relaytest.FreePorts(t, 6) // 3 client ports, 3 cluster bus ports
+	// The slots split as redis-cli --cluster create splits them.
+	c := &redisCluster{slots: [3][2]int{{0, 5460}, {5461, 10922}, {10923, 16383}}}
 	for i := range 3 {
 		name := "m" + strconv.Itoa(i+1)
 		c.addrs = append(c.addrs, "127.0.0.1:"+strconv.Itoa(ports[i]))
