@@ -181,9 +181,9 @@ type Hold struct {
 }
 
 // NewHold holds the first confirm past seq 20 of a partition accept
-// takes: the kill then lands mid-stream, with the rest of that partition
-// still to go, provided the partition has more than 30 messages (batches
-// are of 10 at most).
+// takes: the kill then lands mid-stream, with progress behind it and the
+// held message and the rest of its partition still to go, provided the
+// partition has more than 20 messages.
 func NewHold(accept func(partition int) bool) *Hold {
 	return &Hold{accept: accept, held: make(chan string, 1), killed: make(chan struct{})}
 }
@@ -238,7 +238,7 @@ func MemberKilled(ctx context.Context, t testing.TB, db *bun.DB, h processor.Han
 	select {
 	case id = <-hold.held:
 	case <-ctx.Done():
-		t.Fatalf("no confirm held (does a partition the hold accepts get more than 30 of the %d messages?): %v", n, ctx.Err())
+		t.Fatalf("no confirm held (does a partition the hold accepts get more than 20 of the %d messages?): %v", n, ctx.Err())
 	}
 	lost, err := outbox.ParseMessageID(id)
 	if err != nil {
