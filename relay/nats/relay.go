@@ -28,6 +28,11 @@
 // publish while reconnecting fails at once, so the batch retries from the
 // first unconfirmed message.
 //
+// A JetStream cluster needs nothing of the relay: connect with every
+// member's URL and nats.MaxReconnects(-1), and an R3 stream goes on
+// through a member's crash, the stream's leader included; the duplicate
+// window spans the leader change (docs/CLUSTERS.md).
+//
 // It is its own Go module, so that the core does not depend on nats.go.
 package natsrelay
 

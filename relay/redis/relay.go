@@ -12,6 +12,15 @@
 // seqs restarted while the stream stayed) is an error that stops the
 // partition, never a silent skip.
 //
+// Redis Cluster: give Config.Client a cluster client. Each partition's
+// stream is one key, so each batch's script runs on the master that holds
+// it. While a master is down its partitions retry until it is back (and,
+// under the default cluster-require-full-coverage yes, every other
+// partition too, once the cluster has marked it failed). Without replicas
+// and with appendfsync always, nothing Redis acknowledged is lost across a
+// master's crash; with replicas, a failover can lose acknowledged writes
+// (docs/CLUSTERS.md).
+//
 // It is its own Go module, so that the core does not depend on go-redis.
 package redisrelay
 
@@ -41,7 +50,12 @@ const (
 
 // Config is a relay's configuration.
 type Config struct {
-	// Client publishes; required (a *redis.Client, a cluster client, …).
+	// Client publishes; required: a *redis.Client, or a *redis.ClusterClient
+	// for Redis Cluster. Every call the relay makes touches one key, the
+	// partition's stream (the batch script declares it as its only key and
+	// reads or writes nothing else), so nothing crosses slots whatever
+	// Stream returns; see docs/CLUSTERS.md for what a cluster does and
+	// does not guarantee.
 	Client redis.Cmdable
 	// Stream names a partition's stream; defaults to StreamPrefix("seqbox").
 	Stream func(queue string, partition int) string

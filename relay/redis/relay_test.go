@@ -53,7 +53,7 @@ func setup(t testing.TB) (context.Context, *redis.Client, *bun.DB, string) {
 
 // checkStreams: every id once, each partition's stream in seq order with
 // the seq as entry id, fields mapped.
-func checkStreams(ctx context.Context, t *testing.T, rc *redis.Client, stream func(string, int) string, partitions int, ids []outbox.MessageID) {
+func checkStreams(ctx context.Context, t *testing.T, rc redis.Cmdable, stream func(string, int) string, partitions int, ids []outbox.MessageID) {
 	t.Helper()
 	seen := map[string]bool{}
 	for p := range partitions {
