@@ -149,7 +149,8 @@ type Dialect interface {
 	// false when the partition is leased elsewhere, backing off or empty.
 	// The lease commits before it returns, so a process crash leaves its
 	// attempt counted. On PostgreSQL the commit does not wait for the log
-	// flush (docs/ARCHITECTURE.md, "Asynchronous commits"): a server crash
+	// flush by default (docs/ARCHITECTURE.md, "Asynchronous commits";
+	// postgres.WithSynchronousCommit): a server crash
 	// can lose a lease taken in its last moments, and so one attempt count.
 	// That is safe: the log is replayed in order, so what the holder
 	// committed after the lease is lost with it and the batch is delivered

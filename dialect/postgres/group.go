@@ -10,7 +10,8 @@ import (
 // groupSQL is the grouped leases and acks (engine.GroupLeaser): a few
 // statements for many partitions. Each queue has its own lease duration
 // and batch size, so those are CASE lists of each partition's own value.
-// The writes commit asynchronously (see processor.go).
+// The writes commit as seqbox's synchronous_commit says, asynchronously
+// by default (see processor.go).
 var groupSQL = kit.GroupSQL{
 	// Skips rows another transaction is leasing; rows come back in
 	// partition order, the order every group locks them in.
@@ -20,12 +21,12 @@ WHERE partition_id IN (?pids)
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
 ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED`),
-	// The always-true set_config condition makes the lease's transaction
-	// commit asynchronously at no extra round trip (see processor.go).
+	// The always-true set_config condition gives the lease's transaction
+	// seqbox's commit setting at no extra round trip (see processor.go).
 	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
 	locked_until = (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond'),
 	lease_limit = (CASE partition_id ?limit_cases END), attempts = attempts + 1
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
 	// The acks wait for the row lock instead of skipping: the rows are ours
@@ -36,25 +37,26 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) 
 	WHERE o.partition_id = {processor}.partition_id AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner
 ORDER BY partition_id FOR NO KEY UPDATE`),
-	// Commits asynchronously: the always-true set_config condition sets it
-	// for the statement's transaction at no extra round trip.
+	// Commits as seqbox's setting says: the always-true set_config
+	// condition sets it for the statement's transaction at no extra round
+	// trip.
 	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
 	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "}),
 	// The ack and the next lease of the partitions in ?more, as one new
 	// version of each row: a lease taken by a second UPDATE made two, and
 	// under a held snapshot every version stays in the chain each later
 	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat"). It
-	// commits asynchronously, set by the always-true set_config condition
-	// at no extra round trip.
+	// commits as seqbox's setting says, set by the always-true set_config
+	// condition at no extra round trip.
 	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL,
 	attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END,
 	locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END,
 	locked_until = CASE WHEN partition_id IN (?more)
 		THEN (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond') END,
 	lease_limit = CASE WHEN partition_id IN (?more) THEN (CASE partition_id ?limit_cases END) ELSE lease_limit END
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', 'off', true) = 'off'`,
+WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "},
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),

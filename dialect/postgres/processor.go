@@ -30,9 +30,14 @@ import (
 // (now() + CAST(?x_us AS double precision) * interval '1 microsecond'):
 // typed, so that a bound parameter needs no inference. The statements of
 // seqbox's own transactions that hold the condition
-// set_config('synchronous_commit', 'off', true) = 'off' commit
-// asynchronously: the condition is always true, and sets the setting for
-// the statement's transaction at no extra round trip (docs/ARCHITECTURE.md,
+//
+//	set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text),
+//		current_setting('synchronous_commit')), true) IS NOT NULL
+//
+// commit as WithSynchronousCommit chose (asynchronously by default): the
+// condition is always true, and sets the setting for the statement's
+// transaction at no extra round trip; ?sync_commit is bound by the dialect
+// (kit.Config.Bound), NULL to keep the session's (docs/ARCHITECTURE.md,
 // "Asynchronous commits"). Rows are locked FOR NO KEY UPDATE, all a
 // non-key UPDATE needs.
 
@@ -44,13 +49,13 @@ WHERE pr.partition_id IN (?pids)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())`),
 	// The transactional handler's transaction: the always-true set_config
-	// condition of its lock makes it commit asynchronously, at no extra
-	// round trip.
+	// condition of its lock gives it seqbox's commit setting
+	// (asynchronous by default), at no extra round trip.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor}
 WHERE partition_id = ?pid
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED`),
 	// A row's body is probed by primary key from the row: LATERAL with a
 	// LIMIT is never flattened into a join the planner may reorder. A queue
@@ -90,20 +95,21 @@ type leases struct {
 	// Batch takes the lease and reads the batch in one round trip
 	// (kit.LeaseArgs). The LEFT JOIN LATERAL keeps one row when the lease
 	// is taken but no message is readable yet. The attempt it counts is the
-	// trace a process crash leaves; it commits asynchronously, so a server
-	// crash can lose that count (see ProcessorLease in package dialect for
-	// why that is safe). seen_purges is the purge count the statement's
-	// snapshot sees (see fresh). The always-true set_config condition sets
-	// synchronous_commit off for the statement at no extra round trip.
+	// trace a process crash leaves; by default it commits asynchronously,
+	// so a server crash can lose that count (see ProcessorLease in package
+	// dialect for why that is safe). seen_purges is the purge count the
+	// statement's snapshot sees (see fresh). The always-true set_config
+	// condition sets seqbox's synchronous_commit for the statement at no
+	// extra round trip.
 	Batch *kit.Stmt
 	// Ack records an outcome without dead letters: one UPDATE, guarded by
-	// the lease when ?owner is not empty, committed asynchronously (the
-	// always-true set_config condition, at no extra round trip).
+	// the lease when ?owner is not empty, committed as seqbox's setting
+	// says (the always-true set_config condition, at no extra round trip).
 	Ack *kit.Stmt
 	// AckLease is a clean, lease-guarded ack and Batch in one statement: it
 	// keeps the lease (attempts = 1: the next batch's delivery is counted
 	// now) when the partition has more sequenced rows, and releases it
-	// otherwise. Committed asynchronously, as Ack.
+	// otherwise. Committed as Ack is.
 	AckLease *kit.Stmt
 	// Returning takes the lease alone, in the transaction of an ack and
 	// lease that the one statement cannot take (kit.LeaseReturning): the
@@ -119,7 +125,7 @@ var leaseSQL = leases{
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges)
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
@@ -131,7 +137,7 @@ ORDER BY m.seq`),
 	next_attempt_at = CASE WHEN CAST(?retry_us AS bigint) > 0 THEN (now() + CAST(?retry_us AS double precision) * interval '1 microsecond') END,
 	parked_at = CASE WHEN CAST(?park AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
 WHERE partition_id = ?pid AND (CAST(?owner AS text) = '' OR locked_by = ?owner)
-	AND set_config('synchronous_commit', 'off', true) = 'off'`),
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`),
 	AckLease: kit.Prepare(`WITH s AS (SELECT (SELECT seq FROM {outgoing} WHERE partition_id = ?pid AND seq = CAST(?seq AS bigint) + 1) IS NOT NULL AS more),
 u AS (UPDATE {processor} SET processed_seq = ?seq,
 	attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END,
@@ -140,7 +146,7 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 	locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST(?lease_us AS double precision) * interval '1 microsecond') END,
 	lease_limit = ?limit
 	WHERE partition_id = ?pid AND locked_by = ?owner
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased)
 SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges, u.leased,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at

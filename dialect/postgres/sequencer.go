@@ -41,11 +41,11 @@ import (
 // re-read), so every move reads the top in the statement after the lock
 // (SequenceMove says why there is no one-statement move).
 //
-// Every move's transaction commits asynchronously: the condition
-// set_config('synchronous_commit', 'off', true) = 'off' in its first
+// Every move's transaction commits as WithSynchronousCommit chose
+// (asynchronously by default): the set_config condition in its first
 // statement is always true, and sets the setting for the statement's
-// transaction at no extra round trip (docs/ARCHITECTURE.md, "Asynchronous
-// commits"). The several-statement moves turn bitmap scans off the same
+// transaction at no extra round trip (see processor.go; docs/ARCHITECTURE.md,
+// "Asynchronous commits"). The several-statement moves turn bitmap scans off the same
 // way, for the rest of their transaction: the planner estimates fewer
 // rows per partition than the batch limit and picks a bitmap heap scan
 // plus sort, which visits every deleted-but-not-vacuumed row of the
@@ -66,8 +66,9 @@ type moves struct {
 	// Lock, Select and Update are the one-partition move as several
 	// simple statements. Lock locks partition ?pid's row and reads its
 	// bound and the snapshot's xmin as bigints; its two always-true
-	// set_config conditions turn bitmap scans and synchronous_commit off
-	// for the move's transaction at no extra round trip (see above).
+	// set_config conditions turn bitmap scans off and set seqbox's
+	// synchronous_commit for the move's transaction at no extra round trip
+	// (see above).
 	// Select reads up to ?limit rows from ?bound, each with its ctid (the
 	// delete's key, stable under the partition lock) and the partition's
 	// last seq handed out (top; see above); Update sets the new ?bound,
@@ -96,7 +97,7 @@ WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid 
 FROM {partitions}
 WHERE id = ?pid
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED`),
 	// top is an InitPlan, run once whatever the number of rows. The order
 	// is the table's columns, i.xid: a bare "xid" would name the bigint
@@ -116,7 +117,7 @@ ORDER BY i.xid, i.id LIMIT ?limit`),
 FROM {partitions}
 WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
 	// Each partition's top (t) and its head of line from its own bound
 	// (m), both by index (LATERAL). t's LIMIT keeps it a subquery run once

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,6 +13,7 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/golden"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
+	"github.com/seqbox/seqbox/outbox"
 )
 
 // TestStatements pins every statement the dialect runs, rendered with
@@ -70,4 +73,70 @@ func TestNewChecksEveryStatement(t *testing.T) {
 	t.Parallel()
 	_, err := New(nil, "app_") // New does not touch the database
 	require.NoError(t, err)
+}
+
+// TestSynchronousCommitOption: the option binds its value to every
+// statement that sets synchronous_commit, leaves every text as it is
+// (prepared statements stay prepared once), and refuses what PostgreSQL
+// would not take.
+func TestSynchronousCommitOption(t *testing.T) {
+	t.Parallel()
+	gen := schema.NewQueryGen(pgdialect.New())
+	texts := func(opts ...Option) (map[string]string, map[string]string) {
+		dd, err := New(nil, dialect.DefaultPrefix, opts...)
+		require.NoError(t, err)
+		r := dd.(*pgDialect).Runner
+		raw, rendered := map[string]string{}, map[string]string{}
+		for _, c := range r.Statements() {
+			raw[c.Name] = c.Text
+			if len(c.Bound) == 0 {
+				continue
+			}
+			require.Equal(t, []string{"sync_commit"}, c.Bound, c.Name)
+			require.Contains(t, c.Text, "set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true)", c.Name)
+			if c.Stmt.Mode == kit.Prepared {
+				require.Contains(t, c.Params, "sync_commit", "%s binds the setting as a parameter", c.Name)
+			}
+			if len(c.Lists) > 0 || len(c.Names) > 0 {
+				continue // rendered whole by TestStatements; the bound value is what matters here
+			}
+			s, err := r.Render(gen, c.Stmt, nil)
+			require.NoError(t, err, c.Name)
+			rendered[c.Name] = s
+		}
+		return raw, rendered
+	}
+	defRaw, defRendered := texts()
+	var setting []string
+	for name, text := range defRaw {
+		if strings.Contains(text, "'synchronous_commit'") {
+			setting = append(setting, name)
+		}
+	}
+	slices.Sort(setting)
+	require.Equal(t, []string{"GroupSQL.Ack", "GroupSQL.AckLease", "GroupSQL.TakeLease", "ProcessorSQL.Lock",
+		"leases.Ack", "leases.AckLease", "leases.Batch", "moves.Lock", "moves.ManyLock", "vacuums.DeleteSettings"}, setting,
+		"the statements that open seqbox's own transactions")
+	require.Contains(t, defRendered["vacuums.DeleteSettings"], "CAST('off' AS text)", "the default is off")
+
+	for mode, want := range map[SynchronousCommit]string{
+		"":                           "CAST('off' AS text)",
+		SynchronousCommitOff:         "CAST('off' AS text)",
+		SynchronousCommitLocal:       "CAST('local' AS text)",
+		SynchronousCommitRemoteWrite: "CAST('remote_write' AS text)",
+		SynchronousCommitOn:          "CAST('on' AS text)",
+		SynchronousCommitRemoteApply: "CAST('remote_apply' AS text)",
+		SynchronousCommitInherit:     "CAST(NULL AS text)",
+	} {
+		raw, rendered := texts(WithSynchronousCommit(mode))
+		require.Equal(t, defRaw, raw, "%q changed a statement's text", mode)
+		require.Contains(t, rendered["vacuums.DeleteSettings"], want, "mode %q", mode)
+	}
+	for _, bad := range []SynchronousCommit{"OFF", "true", "remote", "inherit "} {
+		_, err := New(nil, dialect.DefaultPrefix, WithSynchronousCommit(bad))
+		require.ErrorIs(t, err, outbox.ErrInvalidConfig, "%q", bad)
+		var ce *outbox.ConfigError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, "PostgresOptions", ce.Field)
+	}
 }

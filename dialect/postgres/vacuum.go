@@ -16,7 +16,7 @@ type vacuums struct {
 	// pruned (kit.VacuumCounters).
 	Counters *kit.Stmt
 	// DeleteSettings plans the rest of Delete's transaction with nested
-	// loops only and commits it asynchronously (docs/ARCHITECTURE.md,
+	// loops only and commits it as seqbox's setting says (docs/ARCHITECTURE.md,
 	// "Asynchronous commits"): the planner otherwise joins the deleted ids
 	// to body by hashing a sequential scan of the whole body table, backlog
 	// and dead rows included (BENCHMARKS.md, "Figures behind design
@@ -50,7 +50,7 @@ var vacuumSQL = vacuums{
 	Counters: kit.Inline(`SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v
 JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq`),
 	DeleteSettings: kit.Inline(`SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
-	set_config('synchronous_commit', 'off', true)`),
+	set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true)`),
 	Delete: kit.Inline(`WITH r AS (SELECT * FROM unnest(CAST(?pids AS bigint[]), CAST(?froms AS bigint[]), CAST(?tos AS bigint[])) AS r(pid, lo, hi)),
 d AS (DELETE FROM {outgoing} o USING r WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi RETURNING o.body_id),
 b AS (DELETE FROM {body} WHERE id = ANY(ARRAY(SELECT body_id FROM d)) RETURNING 1),
@@ -69,7 +69,8 @@ func (d *pgDialect) VacuumCounterList(ctx context.Context, _ *dialect.VacuumCoun
 }
 
 // VacuumDelete deletes every range in one statement, planned with nested
-// loops only, in a transaction that commits asynchronously.
+// loops only, in a transaction that commits as seqbox's setting says
+// (asynchronously by default).
 func (d *pgDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
 	pids, froms, tos := make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges)), make([]int64, len(p.Ranges))
 	for i, r := range p.Ranges {

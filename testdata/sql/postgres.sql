@@ -73,7 +73,7 @@ SELECT (incoming_xid::text)::bigint AS bound,
 FROM seqbox_partitions
 WHERE id = 7
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (inlined)
@@ -93,7 +93,7 @@ SELECT id, (incoming_xid::text)::bigint AS bound,
 FROM seqbox_partitions
 WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.ManySelect (inlined)
@@ -126,13 +126,13 @@ WHERE pr.partition_id IN (7, 8)
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now());
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = $1 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $1 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', 'off', true) = 'off' FOR NO KEY UPDATE SKIP LOCKED
--- parameters: pid
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = $1 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $1 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($2 AS text), current_setting('synchronous_commit')), true) IS NOT NULL FOR NO KEY UPDATE SKIP LOCKED
+-- parameters: pid, sync_commit
 SELECT processed_seq, attempts FROM seqbox_processor
 WHERE partition_id = 7
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- ProcessorSQL.OutgoingList (prepared)
@@ -167,8 +167,8 @@ RETURNING id, partition_id, seq;
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = now() WHERE status = 'replayed' AND replay_id IN ('\x019b3c81');
 
 -- leases.Batch (prepared)
--- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
--- parameters: owner, lease_us, limit, pid
+-- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($5 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
+-- parameters: owner, lease_us, limit, pid, sync_commit
 WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
 	lease_limit = 100, attempts = attempts + 1
@@ -176,7 +176,7 @@ WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges)
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
@@ -186,17 +186,17 @@ FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payloa
 ORDER BY m.seq;
 
 -- leases.Ack (prepared)
--- prepared as: UPDATE seqbox_processor SET processed_seq = $1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS bigint) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE partition_id = $6 AND (CAST($7 AS text) = '' OR locked_by = $7) AND set_config('synchronous_commit', 'off', true) = 'off'
--- parameters: seq, attempts, last_error, retry_us, park, pid, owner
+-- prepared as: UPDATE seqbox_processor SET processed_seq = $1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS bigint) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE partition_id = $6 AND (CAST($7 AS text) = '' OR locked_by = $7) AND set_config('synchronous_commit', COALESCE(CAST($8 AS text), current_setting('synchronous_commit')), true) IS NOT NULL
+-- parameters: seq, attempts, last_error, retry_us, park, pid, owner, sync_commit
 UPDATE seqbox_processor SET processed_seq = 42, attempts = 2, last_error = 'handler: timeout',
 	next_attempt_at = CASE WHEN CAST(2000000 AS bigint) > 0 THEN (now() + CAST(2000000 AS double precision) * interval '1 microsecond') END,
 	parked_at = CASE WHEN CAST(0 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
 WHERE partition_id = 7 AND (CAST('host-1:4242' AS text) = '' OR locked_by = 'host-1:4242')
-	AND set_config('synchronous_commit', 'off', true) = 'off';
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- leases.AckLease (prepared)
--- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', 'off', true) = 'off' RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
--- parameters: pid, seq, lease_us, limit, owner
+-- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', COALESCE(CAST($6 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
+-- parameters: pid, seq, lease_us, limit, owner, sync_commit
 WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = 7 AND seq = CAST(42 AS bigint) + 1) IS NOT NULL AS more),
 u AS (UPDATE seqbox_processor SET processed_seq = 42,
 	attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END,
@@ -205,7 +205,7 @@ u AS (UPDATE seqbox_processor SET processed_seq = 42,
 	locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST(30000000 AS double precision) * interval '1 microsecond') END,
 	lease_limit = 100
 	WHERE partition_id = 7 AND locked_by = 'host-1:4242'
-	AND set_config('synchronous_commit', 'off', true) = 'off'
+	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased)
 SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges, u.leased,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
@@ -238,7 +238,7 @@ ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED;
 UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	locked_until = (now() + CAST((CASE partition_id WHEN 7 THEN 30000000 WHEN 7 THEN 30000000 END) AS double precision) * interval '1 microsecond'),
 	lease_limit = (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END), attempts = attempts + 1
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', 'off', true) = 'off';
+WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.LockOwned (inlined)
 SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
@@ -249,7 +249,7 @@ ORDER BY partition_id FOR NO KEY UPDATE;
 -- GroupSQL.Ack (inlined)
 UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, attempts = 0, last_error = NULL,
 	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', 'off', true) = 'off';
+WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.AckLease (inlined)
 UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, last_error = NULL, next_attempt_at = NULL,
@@ -258,7 +258,7 @@ UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHE
 	locked_until = CASE WHEN partition_id IN (7)
 		THEN (now() + CAST((CASE partition_id WHEN 7 THEN 30000000 WHEN 7 THEN 30000000 END) AS double precision) * interval '1 microsecond') END,
 	lease_limit = CASE WHEN partition_id IN (7) THEN (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END) ELSE lease_limit END
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', 'off', true) = 'off';
+WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.ReadRanges (prepared)
 -- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
@@ -431,7 +431,7 @@ JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq
 
 -- vacuums.DeleteSettings (inlined)
 SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
-	set_config('synchronous_commit', 'off', true);
+	set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true);
 
 -- vacuums.Delete (inlined)
 WITH r AS (SELECT * FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{0,12}' AS bigint[]), CAST('{40,30}' AS bigint[])) AS r(pid, lo, hi)),

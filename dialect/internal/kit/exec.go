@@ -54,7 +54,7 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 		return nil, nil, err
 	}
 	if s.Mode == Inlined {
-		return r.cfg.DB.NewRaw(c.text, c.inline(args)).Conn(conn), func() {}, nil
+		return r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(args))).Conn(conn), func() {}, nil
 	}
 	stmt, done, err := r.prepared(ctx, conn, c)
 	if err != nil {
@@ -63,6 +63,11 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 	values := make([]any, len(c.params))
 	for i, n := range c.params {
 		values[i] = args[n]
+		if len(c.bound) > 0 {
+			if v, ok := r.cfg.Bound[n]; ok {
+				values[i] = v
+			}
+		}
 	}
 	// Without values bun passes the text on as it is.
 	return r.cfg.DB.NewRaw(c.preparedText).Conn(stmtConn{stmt: stmt, values: values}), done, nil
@@ -136,6 +141,25 @@ func (c *compiled) inline(args Args) Args {
 		out[k] = v
 	}
 	return out
+}
+
+// withBound is args with the dialect's bound values (Config.Bound) for a
+// statement that names any, as bun inlines them.
+func (r *Runner) withBound(c *compiled, args Args) schema.NamedArgAppender {
+	if len(c.bound) == 0 {
+		return args
+	}
+	return boundArgs{args: args, bound: r.cfg.Bound}
+}
+
+// boundArgs appends a call's value, or else the dialect's bound one.
+type boundArgs struct{ args, bound Args }
+
+func (b boundArgs) AppendNamedArg(gen schema.QueryGen, out []byte, name string) ([]byte, bool) {
+	if _, ok := b.args[name]; ok {
+		return b.args.AppendNamedArg(gen, out, name)
+	}
+	return b.bound.AppendNamedArg(gen, out, name)
 }
 
 // listAppender renders a List's items, each formatted by bun with its own

@@ -152,3 +152,51 @@ func TestLoadSchema(t *testing.T) {
 	_, err = LoadSchema(fstest.MapFS{"migration/000_bootstrap.sql": {Data: []byte("boot")}})
 	require.Error(t, err, "no migration")
 }
+
+// TestBoundValues: a value the dialect binds (Config.Bound) reaches every
+// statement that names it, inlined or prepared, without the call giving
+// it; a call that gives it anyway, or a list item that names it, is an
+// error.
+func TestBoundValues(t *testing.T) {
+	t.Parallel()
+	s := struct {
+		Inlined  *Stmt
+		Prepared *Stmt
+		Plain    *Stmt
+	}{
+		Inline("SELECT 1 FROM {processor} WHERE partition_id = ?pid AND set_config('x', CAST(?mode AS text), true) IS NOT NULL"),
+		Prepare("UPDATE {processor} SET a = ?a WHERE set_config('x', CAST(?mode AS text), true) IS NOT NULL AND b = ?a"),
+		Inline("SELECT ?pid"),
+	}
+	newBound := func(bound Args, sets ...any) (*Runner, error) {
+		return New(Config{Prefix: "k_", Name: dialect.Postgres, Sets: sets, NumberedParams: true, Bound: bound,
+			Schema:      Schema{Bootstrap: "CREATE TABLE IF NOT EXISTS {schema_version} (version INT)", Migrations: []string{"SELECT 1"}},
+			IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+	}
+	gen := schema.NewQueryGen(pgdialect.New())
+	for _, mode := range []any{"off", nil} {
+		r, err := newBound(Args{"mode": mode}, s)
+		require.NoError(t, err)
+		stmts := r.Statements()
+		require.Equal(t, []string{"pid"}, stmts[0].Names, "a call gives only its own values")
+		require.Equal(t, []string{"mode"}, stmts[0].Bound)
+		require.Equal(t, []string{"a"}, stmts[1].Names)
+		require.Equal(t, []string{"a", "mode"}, stmts[1].Params, "a bound value is a parameter of a prepared statement, bound at each run")
+		require.Empty(t, stmts[2].Bound)
+
+		got, err := r.Render(gen, s.Inlined, Args{"pid": 7})
+		require.NoError(t, err)
+		want := "'off'"
+		if mode == nil {
+			want = "NULL"
+		}
+		require.Equal(t, "SELECT 1 FROM k_processor WHERE partition_id = 7 AND set_config('x', CAST("+want+" AS text), true) IS NOT NULL", got)
+		_, err = r.Render(gen, s.Inlined, Args{"pid": 7, "mode": "on"})
+		require.ErrorContains(t, err, "takes [pid], given [mode pid]", "a call cannot override a bound value")
+		got, err = r.Render(gen, s.Plain, Args{"pid": 7})
+		require.NoError(t, err)
+		require.Equal(t, "SELECT 7", got)
+	}
+	_, err := newBound(Args{"mode": "off"}, struct{ S *Stmt }{Inline("INSERT INTO {body} VALUES ?rows", Rows("(?pid, ?mode)"))})
+	require.ErrorContains(t, err, "?mode is bound by the dialect")
+}

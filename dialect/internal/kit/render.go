@@ -12,7 +12,7 @@ func (r *Runner) Statements() []Compiled {
 	out := make([]Compiled, len(r.order))
 	for i, s := range r.order {
 		c := r.stmts[s]
-		out[i] = Compiled{Name: c.name, Stmt: s, Text: c.text, PreparedText: c.preparedText, Params: c.params, Names: c.names}
+		out[i] = Compiled{Name: c.name, Stmt: s, Text: c.text, PreparedText: c.preparedText, Params: c.params, Names: c.names, Bound: c.bound}
 		for name, l := range c.lists {
 			if out[i].Lists == nil {
 				out[i].Lists = map[string][]string{}
@@ -24,8 +24,8 @@ func (r *Runner) Statements() []Compiled {
 }
 
 // Render formats s with args as bun inlines them, for a golden file: the
-// statement a reviewer reads, values and all. args are checked as a run
-// checks them.
+// statement a reviewer reads, values and all (the dialect's bound ones
+// too). args are checked as a run checks them.
 func (r *Runner) Render(gen schema.QueryGen, s *Stmt, args Args) (string, error) {
 	c, ok := r.stmts[s]
 	if !ok {
@@ -34,7 +34,7 @@ func (r *Runner) Render(gen schema.QueryGen, s *Stmt, args Args) (string, error)
 	if err := c.check(args); err != nil {
 		return "", err
 	}
-	return gen.FormatQuery(c.text, c.inline(args)), nil
+	return gen.FormatQuery(c.text, r.withBound(c, c.inline(args))), nil
 }
 
 // Compiled is one statement as the dialect runs it.
@@ -47,7 +47,9 @@ type Compiled struct {
 	// database, parameter i carrying the value Params[i].
 	PreparedText string
 	Params       []string
-	// Names are its ?name values; Lists its lists' item values by name.
+	// Names are the ?name values a call gives, Bound those the dialect
+	// binds (Config.Bound); Lists its lists' item values by name.
 	Names []string
+	Bound []string
 	Lists map[string][]string
 }

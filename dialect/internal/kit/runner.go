@@ -29,6 +29,12 @@ type Config struct {
 	Sets []any
 	// Schema is the dialect's migrations (LoadSchema).
 	Schema Schema
+	// Bound are values the dialect binds to every statement that names
+	// them, whatever the call: a setting chosen once per deployment
+	// (PostgreSQL's synchronous_commit for seqbox's own transactions),
+	// which no flow then has to carry. A call's Args never name them, and
+	// a List's item may not.
+	Bound Args
 	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
 	NumberedParams bool
 	// TxOptions are the options of the outbox's own transactions.
@@ -68,7 +74,8 @@ type listItem struct {
 type compiled struct {
 	name  string
 	text  string
-	names []string             // ?name values of text
+	names []string             // ?name values of text a call gives
+	bound []string             // ?name values of text Config.Bound gives
 	lists map[string]*listItem // by list name
 
 	// Prepared statements: the text as prepared, where parameter i
@@ -133,7 +140,14 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &compiled{name: n.Name, text: text, names: names(text)}
+	c := &compiled{name: n.Name, text: text}
+	for _, name := range names(text) {
+		if _, ok := r.cfg.Bound[name]; ok {
+			c.bound = append(c.bound, name)
+		} else {
+			c.names = append(c.names, name)
+		}
+	}
 	if len(s.Lists) > 0 {
 		if s.Mode == Prepared {
 			return nil, errors.New("a prepared statement has a fixed shape: no lists")
@@ -146,6 +160,11 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 			item, err := expand(l.Item, r.words)
 			if err != nil {
 				return nil, fmt.Errorf("list %s: %w", l.Name, err)
+			}
+			for _, name := range names(item) {
+				if _, ok := r.cfg.Bound[name]; ok {
+					return nil, fmt.Errorf("list %s: ?%s is bound by the dialect: write it in the statement, not in an item", l.Name, name)
+				}
 			}
 			c.lists[l.Name] = &listItem{compiled: compiled{name: n.Name + " ?" + l.Name, text: item, names: names(item)}, sep: l.Sep}
 		}
