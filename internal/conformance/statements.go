@@ -1,16 +1,20 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
+	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
@@ -185,67 +189,148 @@ func testQueryHooksSeeProcessor(e *Env) {
 	require.Empty(e.T, unseen, "statements the query hook never saw")
 }
 
-// asyncCommit is the setting seqbox's own PostgreSQL transactions take.
-const asyncCommit = "set_config('synchronous_commit', 'off', true)"
+// commitSetting marks the statements that set seqbox's synchronous_commit
+// for their transaction; its value is bound (postgres.WithSynchronousCommit).
+const commitSetting = "set_config('synchronous_commit', "
+
+// commitSession is the synchronous_commit AsyncCommits' connections start
+// with: neither the server's default nor seqbox's.
+const commitSession = "remote_write"
 
 // testAsyncCommits pins what docs/ARCHITECTURE.md ("Asynchronous commits")
-// describes on PostgreSQL: seqbox's leases and acks, and the transaction a
-// transactional handler runs in, commit without waiting for the log flush;
-// the application's enqueue transactions are left as they are. A server
-// crash can therefore lose the attempt count of a lease taken in its last
-// moments, which the dialect's documentation must say (it once called the
-// lease durable).
+// describes on PostgreSQL: seqbox's moves, leases, acks and prunes, and
+// the transaction a transactional handler runs in, commit with the
+// synchronous_commit that postgres.WithSynchronousCommit chose (off by
+// default: without waiting for the log flush, nor for a standby); the
+// application's enqueue transactions are left as they are. It runs on
+// connections whose own default is remote_write, so that each mode is
+// seen to win over the session's (explicit values) or to keep it
+// (Inherit). What each transaction had is read inside it, by row triggers
+// on processor (updates) and outgoing (moves insert, prunes delete) that
+// log current_setting('synchronous_commit'). A server crash can therefore
+// lose the attempt count of a lease taken in its last moments under the
+// default, which the dialect's documentation must say (it once called the
+// lease durable); docs/FAILOVER.md says what a failover can lose.
 func testAsyncCommits(e *Env) {
 	if e.D.Name() != dialect.Postgres {
 		e.T.Skipf("%s commits as the server is set (innodb_flush_log_at_trx_commit is global; SQLite's synchronous mode is the DSN's)", e.D.Name())
 	}
+	db := dbtest.PostgresSession(e.T, "synchronous_commit="+commitSession)
+	commitLog := e.ScratchTable("commit_log", "tbl TEXT NOT NULL, op TEXT NOT NULL, setting TEXT NOT NULL")
+	fn := bun.Ident(e.Prefix + "log_commit")
+	_, err := e.DB.NewRaw(`CREATE FUNCTION ?() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	INSERT INTO `+commitLog+` (tbl, op, setting) VALUES (TG_TABLE_NAME, TG_OP, current_setting('synchronous_commit'));
+	RETURN NULL;
+END $$`, fn).Exec(e.Ctx)
+	require.NoError(e.T, err)
+	e.T.Cleanup(func() { _, _ = e.DB.NewRaw("DROP FUNCTION IF EXISTS ?() CASCADE", fn).Exec(context.Background()) })
+	for table, ops := range map[string]string{"processor": "UPDATE", "outgoing": "INSERT OR DELETE"} {
+		_, err := e.DB.NewRaw("CREATE TRIGGER ? AFTER "+ops+" ON ? FOR EACH ROW EXECUTE FUNCTION ?()",
+			bun.Ident(e.Prefix+"log_"+table), bun.Ident(e.Prefix+table), fn).Exec(e.Ctx)
+		require.NoError(e.T, err)
+	}
+
+	for _, mode := range []struct {
+		opt  postgres.SynchronousCommit
+		want string
+	}{
+		{"", "off"}, // the default
+		{postgres.SynchronousCommitLocal, "local"},
+		{postgres.SynchronousCommitOn, "on"},
+		{postgres.SynchronousCommitInherit, commitSession},
+	} {
+		e.T.Run(string(cmp.Or(mode.opt, "default")), func(t *testing.T) {
+			_, err := e.DB.NewRaw("DELETE FROM ?", bun.Ident(commitLog)).Exec(e.Ctx)
+			require.NoError(t, err)
+			checkCommitSetting(e, t, db, commitLog, mode.opt, mode.want)
+		})
+	}
+}
+
+// checkCommitSetting runs an outbox with mode on db through every kind of
+// transaction seqbox commits, and checks each had want.
+func checkCommitSetting(e *Env, t *testing.T, db *bun.DB, commitLog string, mode postgres.SynchronousCommit, want string) {
 	hook := &queryLog{}
-	db := e.DB.WithQueryHook(hook)
-	ob := e.Start(e.BuilderOn(db).Queue("async", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).
-		Queue("asynctx", 1, nil))
-	deliverOneByOne(e, ob, db, "async", 3)
+	hooked := db.WithQueryHook(hook)
+	b := e.BuilderOn(hooked)
+	if mode != "" {
+		b = b.PostgresOptions(postgres.WithSynchronousCommit(mode))
+	}
+	leased, txq, bulk := "async_"+want, "asynctx_"+want, "asyncbulk_"+want
+	var inHandler sync.Map // the transactional handler's setting, by message
+	ob, err := StartOutbox(e.Ctx, b.
+		Queue(leased, 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).
+		Queue(bulk, 8, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).
+		Queue(txq, 2, processor.Transactional(func(ctx context.Context, tx bun.Tx, d processor.Delivery) error {
+			var v string
+			if err := tx.NewRaw("SELECT current_setting('synchronous_commit')").Scan(ctx, &v); err != nil {
+				return err
+			}
+			inHandler.Store(d.ID, v)
+			return nil
+		})))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, ob.Stop(e.Ctx)) }()
+
+	deliverOneByOne(e, ob, hooked, leased, 3) // single leases and acks
 	for _, k := range e.processorStatements() {
 		if k.name == "batch read" {
 			continue // a read commits nothing
 		}
-		seen := hook.matching(k.parts...)
-		require.NotEmpty(e.T, seen, "the hook saw no %s", k.name)
+		seen := hook.matching(append([]string{leased}, k.parts...)...)
+		if len(seen) == 0 {
+			seen = hook.matching(k.parts...)
+		}
+		require.NotEmpty(t, seen, "the hook saw no %s", k.name)
 		for _, q := range seen {
-			require.Contains(e.T, q, asyncCommit, "a %s that waits for the log flush", k.name)
+			require.Contains(t, q, commitSetting, "a %s that does not set seqbox's commit setting", k.name)
 		}
 	}
 
-	// The application's transaction keeps its own setting; the
-	// transactional handler's, which starts with the processor row lock,
-	// commits asynchronously.
-	setting := func(tx bun.Tx) string {
-		var v string
-		require.NoError(e.T, tx.NewRaw("SELECT current_setting('synchronous_commit')").Scan(e.Ctx, &v))
-		return v
-	}
-	require.NoError(e.T, db.RunInTx(e.Ctx, nil, func(ctx context.Context, tx bun.Tx) error {
-		own := setting(tx)
-		if _, err := ob.Enqueue(ctx, tx, "asynctx", outbox.Message{PayloadType: "t"}); err != nil {
-			return err
+	// Many partitions at once (grouped leases and acks where they form)
+	// and a transactional queue, each enqueue in the application's own
+	// transaction, which keeps its setting.
+	var ids []outbox.MessageID
+	require.NoError(t, hooked.RunInTx(e.Ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		for i := range 16 {
+			m := outbox.Message{Key: fmt.Sprintf("k%d", i), PayloadType: "t"}
+			for _, q := range []string{bulk, txq} {
+				id, err := ob.Enqueue(ctx, tx, q, m)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
 		}
-		require.Equal(e.T, own, setting(tx), "an enqueue changed the application's commit setting")
+		var v string
+		require.NoError(t, tx.NewRaw("SELECT current_setting('synchronous_commit')").Scan(ctx, &v))
+		require.Equal(t, commitSession, v, "an enqueue changed the application's commit setting")
 		return nil
 	}))
-	// Sequenced by this call or by the outbox's own sequencer, which may
-	// hold the partition meanwhile (the call then skips it).
-	pid := ob.PartitionIDs("asynctx")[0]
-	e.Eventually("the message to be sequenced", func() bool {
-		_, err := e.D.SequenceMoveMany(e.Ctx, &dialect.SequenceMoveManyParams{PartitionIDs: []int64{pid}, Limit: 10})
-		require.NoError(e.T, err)
-		var sequenced int
-		require.NoError(e.T, e.DB.NewRaw("SELECT COUNT(*) FROM ? WHERE partition_id = ?", bun.Ident(e.Prefix+"outgoing"), pid).Scan(e.Ctx, &sequenced))
-		return sequenced > 0
+	require.NoError(t, ob.WaitProcessed(e.Ctx, ids...))
+	e.Settled(ob) // pruned: the vacuum's transactions are logged too
+
+	n := 0
+	inHandler.Range(func(_, v any) bool {
+		n++
+		require.Equal(t, want, v, "a transactional handler's transaction")
+		return true
 	})
-	require.NoError(e.T, e.D.RunInTx(e.Ctx, func(ctx context.Context, tx bun.Tx) error {
-		lock, err := e.D.ProcessorLock(ctx, &dialect.ProcessorLockParams{Conn: tx, PartitionID: pid})
-		require.NoError(e.T, err)
-		require.True(e.T, lock.Locked)
-		require.Equal(e.T, "off", setting(tx), "a transactional handler's transaction that waits for the log flush")
-		return nil
-	}))
+	require.Equal(t, 16, n, "the transactional handler ran once per message")
+	var rows []struct {
+		Tbl     string `bun:"tbl"`
+		Op      string `bun:"op"`
+		Setting string `bun:"setting"`
+		N       int    `bun:"n"`
+	}
+	require.NoError(t, e.DB.NewRaw("SELECT tbl, op, setting, COUNT(*) AS n FROM ? GROUP BY tbl, op, setting ORDER BY tbl, op, setting",
+		bun.Ident(commitLog)).Scan(e.Ctx, &rows))
+	kinds := map[string]bool{}
+	for _, r := range rows {
+		require.Equal(t, want, r.Setting, "%d %s of %s committed with synchronous_commit=%s", r.N, r.Op, r.Tbl, r.Setting)
+		kinds[strings.TrimPrefix(r.Tbl, e.Prefix)+" "+r.Op] = true
+	}
+	require.Equal(t, map[string]bool{"processor UPDATE": true, "outgoing INSERT": true, "outgoing DELETE": true}, kinds,
+		"leases and acks (processor), moves (outgoing inserts) and prunes (outgoing deletes) were all seen")
 }
