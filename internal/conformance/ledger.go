@@ -135,6 +135,10 @@ type ledgerProducer struct {
 
 	committed, rolledBack, failed int // transactions
 	messages                      int // committed with no error
+
+	// acked are the ids of the messages whose transaction's commit
+	// returned nil: what the application was told is committed.
+	acked []string
 }
 
 // newLedgerProducer owns the keys k with k % producers == slot.
@@ -168,7 +172,9 @@ func (p *ledgerProducer) step(ctx context.Context) error {
 	k := p.keys[p.rng.IntN(len(p.keys))]
 	m := 1 + p.rng.IntN(3)
 	rollback := p.rng.IntN(5) == 0
+	var ids []string
 	err := p.ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+		ids = ids[:0]
 		for n := p.last[k] + 1; n <= p.last[k]+m; n++ {
 			for _, q := range ledgerQueueNames {
 				msg := outbox.Message{Key: k, PayloadType: ledgerPayload, Payload: []byte(ledgerText(k, n, rollback))}
@@ -176,6 +182,7 @@ func (p *ledgerProducer) step(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
+				ids = append(ids, id.String())
 				if _, err := tx.NewRaw("INSERT INTO ? (message_id, queue, k, n) VALUES (?, ?, ?, ?)",
 					ledgerTable(p.prefix), id.String(), q, k, n).Exec(ctx); err != nil {
 					return err
@@ -192,6 +199,7 @@ func (p *ledgerProducer) step(ctx context.Context) error {
 		p.last[k] += m
 		p.committed++
 		p.messages += m
+		p.acked = append(p.acked, ids...)
 	case errors.Is(err, errRollback):
 		p.rolledBack++
 		return nil
