@@ -16,9 +16,11 @@ import (
 	"github.com/uptrace/bun/dialect/pgdialect"
 
 	"github.com/seqbox/seqbox"
+	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -328,3 +330,154 @@ func waitAll(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
+
+// TestPostgresFailoverLosesAsyncMove pins the one thing a failover does to
+// a delivered message under synchronous_commit off that a crash test of
+// the processes cannot show (docs/FAILOVER.md, "What a failover can undo"):
+// the seq a leased handler was handed can go to another message. Two
+// producer transactions overlap: A takes its xid first, B commits first.
+// A move sees B alone and numbers it 1, A commits (waiting for the
+// standby, as an application's commit does) while the move is still
+// running, the move commits, a lease hands B over as seq 1, and the
+// primary dies before the move reaches the standby: its WAL writer is
+// stopped, so no background flush carries it there, and no commit waits
+// after it. On the new primary the move is made again, from A's xid: A is
+// seq 1 and B seq 2. Under synchronous_commit on the move's commit waits
+// for the standby, so B keeps seq 1 and its lease survives.
+func TestPostgresFailoverLosesAsyncMove(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	pair := dbtest.StartPostgresPair(t, "autovacuum=off", "bgwriter_lru_maxpages=0", "checkpoint_timeout=1h")
+	t.Logf("pair up in %v", time.Since(began).Round(time.Millisecond))
+	sqldb, err := sql.Open("pgx", pair.DSN())
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, pgdialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a failure bound
+	defer cancel()
+
+	on, off := &overlapMove{mode: postgres.SynchronousCommitOn}, &overlapMove{mode: postgres.SynchronousCommitOff}
+	on.setup(t, ctx, db)
+	off.setup(t, ctx, db)
+	pair.StopWALWriter()
+	// on first: its synchronous commits flush whatever precedes them, and
+	// nothing may wait for a flush after off's move.
+	on.run(t, ctx, db)
+	off.run(t, ctx, db)
+	t.Logf("scenarios played at %v", time.Since(began).Round(time.Millisecond))
+	pair.KillPrimary()
+	pair.Promote(ctx)
+	t.Logf("promoted at %v", time.Since(began).Round(time.Millisecond))
+
+	on.check(t, ctx, db, "B", "A", true)
+	off.check(t, ctx, db, "A", "B", false)
+	t.Logf("checked at %v", time.Since(began).Round(time.Millisecond))
+}
+
+// overlapMove is TestPostgresFailoverLosesAsyncMove's scenario on one
+// partition of its own tables.
+type overlapMove struct {
+	mode   postgres.SynchronousCommit
+	prefix string
+	d      dialect.Dialect
+	pid    int64
+	ids    map[string]dialect.MessageID // "A", "B"
+}
+
+func (o *overlapMove) setup(t *testing.T, ctx context.Context, db *bun.DB) {
+	t.Helper()
+	o.prefix = dbtest.Prefix(t)
+	d, err := dialects.Open(ctx, db, o.prefix, postgres.WithSynchronousCommit(o.mode))
+	require.NoError(t, err)
+	o.d = d
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	pids, err := d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 1}}})
+	require.NoError(t, err)
+	o.pid = pids[0][0]
+	ids := make([][16]byte, 2)
+	require.NoError(t, uuidv7.Fill(ids, time.Now()))
+	o.ids = map[string]dialect.MessageID{"A": ids[0], "B": ids[1]}
+}
+
+func (o *overlapMove) insert(ctx context.Context, conn bun.IConn, name string) error {
+	return o.d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{Conn: conn, ChunkRows: 10, ChunkBytes: 1 << 20,
+		Rows: []dialect.MessageRow{{ID: o.ids[name], PartitionID: o.pid, PayloadType: "t", Payload: []byte(name)}}})
+}
+
+// run plays the scenario up to the lease, which must hand B over as seq 1.
+func (o *overlapMove) run(t *testing.T, ctx context.Context, db *bun.DB) {
+	t.Helper()
+	txA, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = txA.Rollback() }()
+	require.NoError(t, o.insert(ctx, txA, "A")) // A's xid is taken here
+	require.NoError(t, db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error { return o.insert(ctx, tx, "B") }))
+
+	// T holds seq 1's key uncommitted, so the move, having read B alone,
+	// waits at its insert until T rolls back.
+	txT, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = txT.Rollback() }()
+	_, err = txT.NewRaw("INSERT INTO ? (partition_id, seq, body_id) VALUES (?, 1, ?)", bun.Ident(o.prefix+"outgoing"), o.pid, []byte{0}).Exec(ctx)
+	require.NoError(t, err)
+	type result struct {
+		res dialect.SequenceMoveResult
+		err error
+	}
+	moved := make(chan result, 1)
+	go func() {
+		res, err := o.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: o.pid, Limit: 10})
+		moved <- result{res, err}
+	}()
+	waitAll(t, ctx, "the move to wait at its insert", func() bool {
+		var n int
+		err := db.NewRaw("SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE ?",
+			"INSERT INTO "+o.prefix+"outgoing%").Scan(ctx, &n)
+		return err == nil && n == 1
+	})
+	require.NoError(t, txA.Commit())   // durable on the standby when it returns
+	require.NoError(t, txT.Rollback()) // the move goes on and commits
+	m := <-moved
+	require.NoError(t, m.err)
+	require.Equal(t, dialect.SequenceMoveResult{PartitionID: o.pid, Moved: 1, FirstSeq: 1, LastSeq: 1}, m.res, "the move numbered B alone")
+	lease, err := o.d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: o.pid, Owner: "handler", Duration: time.Hour, Limit: 10})
+	require.NoError(t, err)
+	require.True(t, lease.Leased)
+	require.Len(t, lease.Messages, 1)
+	require.Equal(t, int64(1), lease.Messages[0].Seq)
+	require.Equal(t, o.ids["B"], lease.Messages[0].ID, "the handler is handed B as seq 1")
+}
+
+// check moves what is left on the new primary and reads the partition:
+// want1 and want2 at seqs 1 and 2, the lease kept or lost.
+func (o *overlapMove) check(t *testing.T, ctx context.Context, db *bun.DB, want1, want2 string, leaseKept bool) {
+	t.Helper()
+	for {
+		res, err := o.d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: o.pid, Limit: 10})
+		if err != nil && ctx.Err() == nil {
+			time.Sleep(20 * time.Millisecond) // the pool meeting the dead primary
+			continue
+		}
+		require.NoError(t, err)
+		if res.Moved == 0 {
+			break
+		}
+	}
+	var rows []struct {
+		Seq    int64  `bun:"seq"`
+		BodyID []byte `bun:"body_id"`
+	}
+	require.NoError(t, db.NewRaw("SELECT seq, body_id FROM ? WHERE partition_id = ? ORDER BY seq", bun.Ident(o.prefix+"outgoing"), o.pid).
+		Scan(ctx, &rows))
+	a, b := o.ids["A"], o.ids["B"]
+	name := map[string]string{string(a[:]): "A", string(b[:]): "B"}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%d:%s", r.Seq, name[string(r.BodyID)]))
+	}
+	require.Equal(t, []string{"1:" + want1, "2:" + want2}, got, "synchronous_commit %s: the partition after the failover", o.mode)
+	var owner sql.NullString
+	require.NoError(t, db.NewRaw("SELECT locked_by FROM ? WHERE partition_id = ?", bun.Ident(o.prefix+"processor"), o.pid).Scan(ctx, &owner))
+	require.Equal(t, leaseKept, owner.Valid, "synchronous_commit %s: the handler's lease survived the failover", o.mode)
+	t.Logf("synchronous_commit %s: the handler was handed B as seq 1; after the failover %v, lease kept: %v", o.mode, got, owner.Valid)
+}

@@ -20,7 +20,8 @@ import (
 
 // PostgresBinDirDefault is where PostgresPair looks for the server's
 // binaries (initdb, postgres, pg_basebackup) unless SEQBOX_PG_BINDIR says
-// otherwise: Debian's PostgreSQL 15, the machine's shared server.
+// otherwise: Debian's PostgreSQL 15, the machine's shared server. Without
+// it, the newest /usr/lib/postgresql/<major>/bin is used.
 const PostgresBinDirDefault = "/usr/lib/postgresql/15/bin"
 
 // StandbyName is the standby's application_name, which the primary's
@@ -40,8 +41,9 @@ type PostgresPair struct {
 	t       testing.TB
 	bin     string
 	base    string
-	cred    *syscall.Credential // nil: run as this process's user
-	Primary *PostgresServer
+	cred     *syscall.Credential // nil: run as this process's user
+	settings []string
+	Primary  *PostgresServer
 	Standby *PostgresServer
 }
 
@@ -72,18 +74,18 @@ func (p *PostgresPair) DSN() string {
 
 // StartPostgresPair starts the primary, makes the standby from it, starts
 // it and returns once the primary reports the standby streaming as its
-// synchronous standby. Binaries missing (SEQBOX_PG_BINDIR, default
-// PostgresBinDirDefault) fail the test under CI=true and skip it loudly
-// otherwise.
-func StartPostgresPair(t testing.TB) *PostgresPair {
+// synchronous standby. settings ("name=value") are given to both servers.
+// Binaries missing (SEQBOX_PG_BINDIR, default PostgresBinDirDefault) fail
+// the test under CI=true and skip it loudly otherwise.
+func StartPostgresPair(t testing.TB, settings ...string) *PostgresPair {
 	t.Helper()
-	bin := envOr("SEQBOX_PG_BINDIR", PostgresBinDirDefault)
+	bin := postgresBinDir()
 	for _, b := range []string{"initdb", "postgres", "pg_basebackup"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			unavailable(t, fmt.Sprintf("PostgreSQL server binaries are missing (%v); set SEQBOX_PG_BINDIR or install postgresql (.ci/run does)", err))
 		}
 	}
-	p := &PostgresPair{t: t, bin: bin}
+	p := &PostgresPair{t: t, bin: bin, settings: settings}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -131,6 +133,25 @@ func StartPostgresPair(t testing.TB) *PostgresPair {
 	return p
 }
 
+// postgresBinDir is SEQBOX_PG_BINDIR, PostgresBinDirDefault, or the
+// newest major's bin directory under /usr/lib/postgresql.
+func postgresBinDir() string {
+	if dir := os.Getenv("SEQBOX_PG_BINDIR"); dir != "" {
+		return dir
+	}
+	if _, err := os.Stat(filepath.Join(PostgresBinDirDefault, "postgres")); err == nil {
+		return PostgresBinDirDefault
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	best, bestMajor := PostgresBinDirDefault, 0
+	for _, d := range dirs {
+		if major, err := strconv.Atoi(filepath.Base(filepath.Dir(d))); err == nil && major > bestMajor {
+			best, bestMajor = d, major
+		}
+	}
+	return best
+}
+
 func (p *PostgresPair) server(name string) *PostgresServer {
 	return &PostgresServer{Name: name, Port: freePort(p.t), Dir: filepath.Join(p.base, name), log: filepath.Join(p.base, name+".log")}
 }
@@ -145,7 +166,7 @@ func (p *PostgresPair) start(ctx context.Context, s *PostgresServer, settings ..
 		// survives, so flushing it to disk proves nothing here and costs
 		// the shared machine's disk. Commits still wait for the standby.
 		"fsync=off", "shared_buffers=32MB", "max_connections=100", "max_wal_senders=4", "log_line_prefix=%m [%p] ",
-	}, settings...) {
+	}, append(p.settings, settings...)...) {
 		args = append(args, "-c", c)
 	}
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -191,6 +212,27 @@ func (p *PostgresPair) KillPrimary() {
 	case <-time.After(30 * time.Second): // a failure bound
 		p.t.Fatalf("postgres pair: the primary survived SIGKILL")
 	}
+}
+
+// StopWALWriter stops (SIGSTOP) the primary's WAL writer, which flushes
+// the log of asynchronous commits in the background (every
+// wal_writer_delay): until the primary dies, such a commit then reaches
+// the disk and the standby only when a later commit that waits for the
+// flush carries it. A test uses it to land a crash inside that window.
+// Other flushes a test must rule out itself: autovacuum, checkpoints, the
+// background writer's writes (settings of StartPostgresPair).
+func (p *PostgresPair) StopWALWriter() {
+	p.t.Helper()
+	for _, k := range children(p.Primary.cmd.Process.Pid) {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), "walwriter") {
+			if err := syscall.Kill(k, syscall.SIGSTOP); err != nil {
+				p.t.Fatalf("postgres pair: stop the WAL writer: %v", err)
+			}
+			return
+		}
+	}
+	p.t.Fatalf("postgres pair: the primary has no WAL writer process")
 }
 
 // Promote makes the standby a primary (pg_promote, waiting for the end of
