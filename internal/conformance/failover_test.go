@@ -330,7 +330,6 @@ func waitAll(t *testing.T, ctx context.Context, what string, cond func() bool) {
 	}
 }
 
-
 // TestPostgresFailoverLosesAsyncMove pins the one thing a failover does to
 // a delivered message under synchronous_commit off that a crash test of
 // the processes cannot show (docs/FAILOVER.md, "What a failover can undo"):

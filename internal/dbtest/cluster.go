@@ -38,13 +38,13 @@ const StandbyName = "standby1"
 // removed when the test ends, failed or not. A test may SIGKILL the
 // primary and promote the standby (docs/FAILOVER.md).
 type PostgresPair struct {
-	t       testing.TB
-	bin     string
-	base    string
+	t        testing.TB
+	bin      string
+	base     string
 	cred     *syscall.Credential // nil: run as this process's user
 	settings []string
 	Primary  *PostgresServer
-	Standby *PostgresServer
+	Standby  *PostgresServer
 }
 
 // PostgresServer is one server of a PostgresPair.
