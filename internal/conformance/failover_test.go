@@ -21,6 +21,7 @@ import (
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
 	"github.com/seqbox/seqbox/internal/uuidv7"
+	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
 )
 
@@ -54,7 +55,7 @@ const (
 func TestPostgresFailover(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	pair := dbtest.StartPostgresPair(t)
+	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{})
 	t.Logf("primary :%d and synchronous standby :%d up in %v", pair.Primary.Port, pair.Standby.Port, time.Since(began).Round(time.Millisecond))
 	sqldb, err := sql.Open("pgx", pair.DSN())
 	require.NoError(t, err)
@@ -346,7 +347,7 @@ func waitAll(t *testing.T, ctx context.Context, what string, cond func() bool) {
 func TestPostgresFailoverLosesAsyncMove(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	pair := dbtest.StartPostgresPair(t, "autovacuum=off", "bgwriter_lru_maxpages=0", "checkpoint_timeout=1h")
+	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{Settings: []string{"autovacuum=off", "bgwriter_lru_maxpages=0", "checkpoint_timeout=1h"}})
 	t.Logf("pair up in %v", time.Since(began).Round(time.Millisecond))
 	sqldb, err := sql.Open("pgx", pair.DSN())
 	require.NoError(t, err)
@@ -479,4 +480,92 @@ func (o *overlapMove) check(t *testing.T, ctx context.Context, db *bun.DB, want1
 	require.NoError(t, db.NewRaw("SELECT locked_by FROM ? WHERE partition_id = ?", bun.Ident(o.prefix+"processor"), o.pid).Scan(ctx, &owner))
 	require.Equal(t, leaseKept, owner.Valid, "synchronous_commit %s: the handler's lease survived the failover", o.mode)
 	t.Logf("synchronous_commit %s: the handler was handed B as seq 1; after the failover %v, lease kept: %v", o.mode, got, owner.Valid)
+}
+
+// TestPostgresFailoverAsyncReplication pins the recovery point under
+// asynchronous replication (docs/FAILOVER.md): a failover loses the
+// transactions the standby had not received, commits that returned nil
+// included, and seqbox loses their messages with them, never one without
+// the other. A leased handler may already have been handed such a message,
+// and its seq goes to the next message enqueued on the new primary. The
+// standby's stream is cut (its proxy goes down) after message W has
+// reached it; message X is committed with a business row, and handed to
+// the handler, on the primary alone; the primary dies and the standby is
+// promoted. The same outbox then delivers Y, under X's seq.
+func TestPostgresFailoverAsyncReplication(t *testing.T) {
+	t.Parallel()
+	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{Asynchronous: true})
+	sqldb, err := sql.Open("pgx", pair.DSN())
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, pgdialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a failure bound
+	defer cancel()
+	prefix := dbtest.Prefix(t)
+	d, err := dialects.Open(ctx, db, prefix)
+	require.NoError(t, err)
+	e := &Env{T: t, Ctx: ctx, DB: db, Prefix: prefix, D: d}
+	orders := e.ScratchTable("orders", "name TEXT PRIMARY KEY")
+	ext := &externalRecord{}
+	ob := e.Start(seqbox.New(db).TablePrefix(prefix).Migrate(true).Logger(e.Logger()).
+		PollInterval(50*time.Millisecond).ReconcileInterval(200*time.Millisecond).
+		Queue("q", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil }),
+			processor.Use(ext.middleware), processor.Retry(10*time.Millisecond, 200*time.Millisecond),
+			processor.MaxAttempts(processor.MaxAttemptsNever), processor.Lease(time.Second, 200*time.Millisecond)))
+	enqueue := func(name string) (outbox.MessageID, error) {
+		var id outbox.MessageID
+		err := ob.Transaction(ctx, func(ctx context.Context, tx bun.Tx) error {
+			if _, err := tx.NewRaw("INSERT INTO ? (name) VALUES (?)", bun.Ident(orders), name).Exec(ctx); err != nil {
+				return err
+			}
+			var err error
+			id, err = ob.Enqueue(ctx, tx, "q", outbox.Message{Key: "k", PayloadType: "order", Payload: []byte(name)})
+			return err
+		})
+		return id, err
+	}
+	handed := func(id outbox.MessageID) (int64, bool) {
+		for _, r := range ext.rows() {
+			if r.MessageID == id.String() {
+				return r.Seq, true
+			}
+		}
+		return 0, false
+	}
+
+	w, err := enqueue("W")
+	require.NoError(t, err)
+	require.NoError(t, ob.WaitProcessed(ctx, w))
+	standby, err := sql.Open("pgx", pair.Standby.DSN())
+	require.NoError(t, err)
+	defer standby.Close()
+	waitAll(t, ctx, "the standby to replay W", func() bool {
+		var n int
+		return standby.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+orders+" WHERE name = 'W'").Scan(&n) == nil && n == 1
+	})
+	pair.Replication.Down()
+	x, err := enqueue("X")
+	require.NoError(t, err, "under asynchronous replication a commit does not wait for the standby")
+	require.NoError(t, ob.WaitProcessed(ctx, x))
+	seqX, ok := handed(x)
+	require.True(t, ok, "the handler was handed X")
+	pair.KillPrimary()
+	pair.Promote(ctx)
+
+	var y outbox.MessageID
+	waitAll(t, ctx, "an enqueue on the new primary", func() bool {
+		y, err = enqueue("Y")
+		return err == nil
+	})
+	require.NoError(t, ob.WaitProcessed(ctx, y))
+	var names []string
+	require.NoError(t, db.NewRaw("SELECT name FROM ? ORDER BY name", bun.Ident(orders)).Scan(ctx, &names))
+	require.Equal(t, []string{"W", "Y"}, names, "X's transaction, committed on the primary alone, is gone")
+	var bodies int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ? WHERE id = ?", bun.Ident(prefix+"body"), x[:]).Scan(ctx, &bodies))
+	require.Zero(t, bodies, "X's message is gone with its transaction")
+	seqY, ok := handed(y)
+	require.True(t, ok)
+	require.Equal(t, seqX, seqY, "the seq the handler saw X under now carries Y")
+	t.Logf("asynchronous replication: X committed and handed over as seq %d on the old primary; gone after the failover, and Y has seq %d", seqX, seqY)
 }

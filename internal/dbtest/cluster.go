@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seqbox/seqbox/internal/relaytest"
 )
 
 // PostgresBinDirDefault is where PostgresPair looks for the server's
@@ -29,22 +31,37 @@ const PostgresBinDirDefault = "/usr/lib/postgresql/15/bin"
 const StandbyName = "standby1"
 
 // PostgresPair is a private PostgreSQL primary and a streaming standby made
-// from it with pg_basebackup, under synchronous replication: the primary's
-// synchronous_standby_names names the standby, so a commit under
-// synchronous_commit = on (the servers' default) returns once the standby
-// has flushed it. Both run on ports of their own (the OS picks them), in a
-// temporary directory, as an unprivileged user (the postgres system user
-// when the test runs as root: PostgreSQL refuses root), and are stopped and
-// removed when the test ends, failed or not. A test may SIGKILL the
-// primary and promote the standby (docs/FAILOVER.md).
+// from it with pg_basebackup, under synchronous replication unless
+// PairConfig says otherwise: the primary's synchronous_standby_names names
+// the standby, so a commit under synchronous_commit = on (the servers'
+// default) returns once the standby has flushed it. Both run on ports of
+// their own (the OS picks them), in a temporary directory, as an
+// unprivileged user (the postgres system user when the test runs as root:
+// PostgreSQL refuses root), and are stopped and removed when the test
+// ends, failed or not. The standby streams through a TCP proxy of the
+// test's (Replication), which can cut it. A test may SIGKILL the primary
+// and promote the standby (docs/FAILOVER.md).
 type PostgresPair struct {
 	t        testing.TB
 	bin      string
 	base     string
 	cred     *syscall.Credential // nil: run as this process's user
-	settings []string
+	cfg      PairConfig
 	Primary  *PostgresServer
 	Standby  *PostgresServer
+	// Replication is the standby's way to the primary: Down cuts it (the
+	// standby then keeps what it had received, and the primary's commits
+	// go on only under asynchronous replication).
+	Replication *relaytest.Proxy
+}
+
+// PairConfig is how StartPostgresPair sets the pair up.
+type PairConfig struct {
+	// Asynchronous: the primary names no synchronous standby, so commits
+	// return without waiting for the standby (PostgreSQL's default).
+	Asynchronous bool
+	// Settings ("name=value") are given to both servers.
+	Settings []string
 }
 
 // PostgresServer is one server of a PostgresPair.
@@ -73,11 +90,11 @@ func (p *PostgresPair) DSN() string {
 }
 
 // StartPostgresPair starts the primary, makes the standby from it, starts
-// it and returns once the primary reports the standby streaming as its
-// synchronous standby. settings ("name=value") are given to both servers.
-// Binaries missing (SEQBOX_PG_BINDIR, default PostgresBinDirDefault) fail
-// the test under CI=true and skip it loudly otherwise.
-func StartPostgresPair(t testing.TB, settings ...string) *PostgresPair {
+// it and returns once the primary reports the standby streaming (as its
+// synchronous standby, unless cfg.Asynchronous). Binaries missing
+// (SEQBOX_PG_BINDIR, default PostgresBinDirDefault) fail the test under
+// CI=true and skip it loudly otherwise.
+func StartPostgresPair(t testing.TB, cfg PairConfig) *PostgresPair {
 	t.Helper()
 	bin := postgresBinDir()
 	for _, b := range []string{"initdb", "postgres", "pg_basebackup"} {
@@ -85,7 +102,7 @@ func StartPostgresPair(t testing.TB, settings ...string) *PostgresPair {
 			unavailable(t, fmt.Sprintf("PostgreSQL server binaries are missing (%v); set SEQBOX_PG_BINDIR or install postgresql (.ci/run does)", err))
 		}
 	}
-	p := &PostgresPair{t: t, bin: bin, settings: settings}
+	p := &PostgresPair{t: t, bin: bin, cfg: cfg}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -112,23 +129,32 @@ func StartPostgresPair(t testing.TB, settings ...string) *PostgresPair {
 	p.Primary = p.server("primary")
 	p.Standby = p.server("standby")
 	p.run(ctx, "initdb", "-D", p.Primary.Dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	p.start(ctx, p.Primary, "synchronous_standby_names="+StandbyName)
+	names, state := StandbyName, "streaming/sync"
+	if cfg.Asynchronous {
+		names, state = "", "streaming/async"
+	}
+	p.start(ctx, p.Primary, "synchronous_standby_names="+names)
 	p.run(ctx, "pg_basebackup", "-d", fmt.Sprintf("host=127.0.0.1 port=%d user=postgres", p.Primary.Port),
 		"-D", p.Standby.Dir, "-X", "stream", "--checkpoint=fast", "--no-sync")
 	p.writeFile(filepath.Join(p.Standby.Dir, "standby.signal"), "")
 	// Not synchronous_standby_names: once promoted, the standby has no
 	// standby of its own, and its commits would wait for one for ever.
+	p.Replication = relaytest.NewProxy(t, net.JoinHostPort("127.0.0.1", strconv.Itoa(p.Primary.Port)))
+	host, port, err := net.SplitHostPort(p.Replication.Addr())
+	if err != nil {
+		t.Fatalf("postgres pair: %v", err)
+	}
 	// A promote request that reaches the startup process just as it begins
 	// to wait before asking for WAL again is served only when that wait
 	// ends (seen on 15: "received promote request", then 5 s of "waiting
 	// for WAL to become available"): a short wait keeps the test short.
-	p.start(ctx, p.Standby, fmt.Sprintf("primary_conninfo=host=127.0.0.1 port=%d user=postgres application_name=%s",
-		p.Primary.Port, StandbyName), "wal_retrieve_retry_interval=100ms")
-	p.poll(ctx, "the standby to stream as the primary's synchronous standby", func() (bool, error) {
-		var state string
-		err := p.query(ctx, p.Primary, &state,
+	p.start(ctx, p.Standby, fmt.Sprintf("primary_conninfo=host=%s port=%s user=postgres application_name=%s", host, port, StandbyName),
+		"wal_retrieve_retry_interval=100ms")
+	p.poll(ctx, "the standby to stream ("+state+")", func() (bool, error) {
+		var got string
+		err := p.query(ctx, p.Primary, &got,
 			"SELECT state || '/' || sync_state FROM pg_stat_replication WHERE application_name = '"+StandbyName+"'")
-		return state == "streaming/sync", ignoreNoRows(err)
+		return got == state, ignoreNoRows(err)
 	})
 	return p
 }
@@ -166,7 +192,7 @@ func (p *PostgresPair) start(ctx context.Context, s *PostgresServer, settings ..
 		// survives, so flushing it to disk proves nothing here and costs
 		// the shared machine's disk. Commits still wait for the standby.
 		"fsync=off", "shared_buffers=32MB", "max_connections=100", "max_wal_senders=4", "log_line_prefix=%m [%p] ",
-	}, append(p.settings, settings...)...) {
+	}, append(p.cfg.Settings, settings...)...) {
 		args = append(args, "-c", c)
 	}
 	logf, err := os.OpenFile(s.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
