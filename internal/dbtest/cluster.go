@@ -42,13 +42,13 @@ const StandbyName = "standby1"
 // test's (Replication), which can cut it. A test may SIGKILL the primary
 // and promote the standby (docs/FAILOVER.md).
 type PostgresPair struct {
-	t        testing.TB
-	bin      string
-	base     string
-	cred     *syscall.Credential // nil: run as this process's user
-	cfg      PairConfig
-	Primary  *PostgresServer
-	Standby  *PostgresServer
+	t       testing.TB
+	bin     string
+	base    string
+	cred    *syscall.Credential // nil: run as this process's user
+	cfg     PairConfig
+	Primary *PostgresServer
+	Standby *PostgresServer
 	// Replication is the standby's way to the primary: Down cuts it (the
 	// standby then keeps what it had received, and the primary's commits
 	// go on only under asynchronous replication).
