@@ -103,6 +103,22 @@ func TestBuilderMisuseIsAnError(t *testing.T) {
 	}
 }
 
+// TestBuilderChecksSynchronousCommit: a synchronous_commit for seqbox's
+// own transactions that PostgreSQL would not take is a configuration error
+// from Start, naming PostgresOptions, before anything is written.
+func TestBuilderChecksSynchronousCommit(t *testing.T) {
+	t.Parallel()
+	db := dbtest.Postgres(t)
+	_, err := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).
+		PostgresOptions(postgres.WithSynchronousCommit("sometimes")).
+		Queue("q", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(t.Context())
+	require.ErrorIs(t, err, seqbox.ErrInvalidConfig)
+	var ce *seqbox.ConfigError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "PostgresOptions", ce.Field)
+	require.Contains(t, ce.Error(), `"sometimes"`)
+}
+
 // TestPostgresWithoutListenerSaysSo: on PostgreSQL without a listener,
 // Start logs that wake-ups from other processes are off and how to turn
 // them on.
