@@ -153,9 +153,16 @@ type refusingDialect struct {
 	refused int
 }
 
-var errRefused = errors.New("invalid byte sequence")
+var (
+	errRefused      = errors.New("invalid byte sequence")
+	errDisconnected = errors.New("unexpected EOF")
+)
 
 func (f *refusingDialect) IsRetryable(error) bool { return false }
+
+// IsTransient reports errDisconnected, as a dialect reports a connection
+// that dropped.
+func (f *refusingDialect) IsTransient(err error) bool { return errors.Is(err, errDisconnected) }
 
 func (f *refusingDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
 	if p.LastError != "" && p.LastError != unrecordedErrorText {
@@ -183,4 +190,34 @@ func TestRefusedFailureIsRecordedWithoutText(t *testing.T) {
 	require.Equal(t, unrecordedErrorText, fake.acks[0].LastError)
 	require.Equal(t, 1, fake.acks[0].Attempts, "the failure is counted")
 	require.Positive(t, fake.acks[0].RetryAfter)
+}
+
+// disconnectedDialect loses its connection on the first ack.
+type disconnectedDialect struct {
+	refusingDialect
+	dropped int
+}
+
+func (f *disconnectedDialect) ProcessorAck(ctx context.Context, p *dialect.ProcessorUpdateParams) error {
+	if f.dropped == 0 {
+		f.dropped++
+		return errDisconnected
+	}
+	return f.leaseFakeDialect.ProcessorAck(ctx, p)
+}
+
+// TestDisconnectIsNoRefusal: a failure whose record meets a lost
+// connection (a failover) is not recorded again without its error text: the
+// step fails, as for a conflict, and the text is kept for the next try.
+func TestDisconnectIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	fake := &disconnectedDialect{refusingDialect: refusingDialect{leaseFakeDialect: leaseFakeDialect{msgs: []dialect.OutgoingMessage{{Seq: 1}}}}}
+	p := NewPool(fake, PoolConfig{Owner: "me", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []QueueSpec{
+		testSpec("q", processor.Leased(func(context.Context, processor.Delivery) error { return errors.New("payment service down") }), []int64{1}),
+	})
+	tk := p.tasks[1]
+	_, err := tk.stepLeased(context.Background())
+	require.ErrorIs(t, err, errDisconnected)
+	require.Equal(t, 1, fake.dropped)
+	require.Empty(t, fake.acks, "nothing recorded in place of the failure")
 }

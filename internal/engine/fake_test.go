@@ -21,6 +21,7 @@ func (baseFake) RunInTx(ctx context.Context, fn func(context.Context, bun.Tx) er
 	return fn(ctx, bun.Tx{})
 }
 func (baseFake) IsRetryable(error) bool { return false }
+func (baseFake) IsTransient(error) bool { return false }
 func (baseFake) ProcessorReadyList(context.Context, *dialect.ProcessorReadyListParams) ([]int64, error) {
 	return nil, errUnexpected
 }

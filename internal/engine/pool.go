@@ -132,6 +132,7 @@ type PoolCounters struct {
 type PoolStore interface {
 	RunInTx(ctx context.Context, fn func(ctx context.Context, tx bun.Tx) error) error
 	IsRetryable(err error) bool
+	IsTransient(err error) bool
 	ProcessorReadyList(ctx context.Context, params *dialect.ProcessorReadyListParams) ([]int64, error)
 	ProcessorLease(ctx context.Context, params *dialect.ProcessorLeaseParams) (dialect.ProcessorLeaseResult, error)
 	ProcessorAck(ctx context.Context, params *dialect.ProcessorUpdateParams) error

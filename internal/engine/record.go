@@ -50,16 +50,18 @@ func (t *task) record(o outcome, full bool) bool {
 }
 
 // recordOutcome applies u (or, with u nil, an outcome apply decides
-// itself) and, should the database refuse it for a reason
-// other than a conflict, a lost lease or the end of ctx, applies it once
-// more with every error text replaced by a fixed note. The error text is
-// the one part of an outcome that comes from outside, and a failure that
+// itself) and, should the database refuse it for a reason other than a
+// conflict, a lost connection, a lost lease or the end of ctx, applies it
+// once more with every error text replaced by a fixed note. The error text
+// is the one part of an outcome that comes from outside, and a failure that
 // cannot be recorded would be retried for ever without MaxAttempts ever
-// counting it. The first refusal is logged: it is a seqbox bug to report.
+// counting it. The first refusal is logged: it is a seqbox bug to report. A
+// lost connection (a server restarting, a failover: docs/FAILOVER.md) is no
+// refusal: the step fails and the batch comes again, its text intact.
 func (t *task) recordOutcome(ctx context.Context, u *dialect.ProcessorUpdateParams,
 	apply func(context.Context, *dialect.ProcessorUpdateParams) error) error {
 	err := apply(ctx, u)
-	if err == nil || ctx.Err() != nil || errors.Is(err, dialect.ErrLeaseLost) || t.pool.d.IsRetryable(err) ||
+	if err == nil || ctx.Err() != nil || errors.Is(err, dialect.ErrLeaseLost) || t.pool.d.IsTransient(err) ||
 		(u != nil && !hasErrorText(u)) {
 		return err
 	}
