@@ -204,7 +204,10 @@ func (p *PostgresPair) start(ctx context.Context, s *PostgresServer, settings ..
 	s.cmd.Dir = p.base
 	s.cmd.Env = []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred}
+	// Pdeathsig: should the test binary die without its cleanups (a panic,
+	// a timeout), the kernel kills the postmaster, and its processes end
+	// when they see it gone, instead of running on unowned.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: p.cred, Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		p.t.Fatalf("postgres pair: start %s: %v", s.Name, err)
 	}
@@ -338,6 +341,13 @@ func (p *PostgresPair) stop() {
 	for _, s := range []*PostgresServer{p.Primary, p.Standby} {
 		if s == nil || s.cmd == nil {
 			continue
+		}
+		select {
+		case <-s.done:
+		default:
+			for _, k := range children(s.cmd.Process.Pid) {
+				_ = syscall.Kill(k, syscall.SIGCONT) // a WAL writer StopWALWriter stopped
+			}
 		}
 		p.kill(s, syscall.SIGINT)
 		select {
