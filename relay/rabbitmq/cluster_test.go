@@ -313,17 +313,19 @@ func consumeAll(ctx context.Context, t *testing.T, conn *amqp.Connection, name s
 }
 
 // leaderKiller is a middleware that SIGKILLs the quorum queue's leader
-// node as soon as a relay call has acked at least after messages, right
-// after that call's confirms and before seqbox commits its acks: the
-// other partitions' batches are then mid-publish on the killed node. It
-// keeps the ids confirmed until then, and those published after.
+// node right after a relay call's publisher confirms (before seqbox
+// commits its acks), once the calls have acked at least after messages
+// and while another partition's call is in flight: the kill lands
+// mid-stream, on publishes not yet confirmed. It keeps the ids confirmed
+// until then, and those handed to the relay after.
 type leaderKiller struct {
-	after  int
-	kill   func()
-	mu     sync.Mutex
-	acked  []outbox.MessageID
-	killed bool
-	again  map[outbox.MessageID]bool // handed to the relay after the kill
+	after    int
+	kill     func()
+	mu       sync.Mutex
+	inFlight int
+	acked    []outbox.MessageID
+	killed   bool
+	again    map[outbox.MessageID]bool
 }
 
 func (k *leaderKiller) middleware(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
@@ -333,17 +335,19 @@ func (k *leaderKiller) middleware(ctx context.Context, c *processor.Call, next f
 			k.again[d.ID] = true
 		}
 	}
+	k.inFlight++
 	k.mu.Unlock()
 	err := next(ctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.inFlight--
 	if k.killed {
 		return err
 	}
 	for _, d := range c.Batch.Messages[:c.Batch.Acked()] {
 		k.acked = append(k.acked, d.ID)
 	}
-	if len(k.acked) >= k.after {
+	if len(k.acked) >= k.after && k.inFlight > 0 {
 		k.kill()
 		k.killed = true
 		k.again = map[outbox.MessageID]bool{}
@@ -353,8 +357,8 @@ func (k *leaderKiller) middleware(ctx context.Context, c *processor.Call, next f
 
 // TestRelayQuorumQueueLeaderKilled: the relay publishes into an exchange
 // bound to a quorum queue replicated on a 3-node cluster; the queue's
-// leader, the node the relay is connected to, is SIGKILLed mid-stream,
-// right after a batch's publisher confirms. The relay goes on through
+// leader, the node the relay is connected to, is SIGKILLed mid-stream
+// (leaderKiller), right after a batch's publisher confirms. The relay goes on through
 // another node (DialCluster) without a restart, and the surviving nodes
 // hold every message: at least once, repeats with the same message-id
 // and content, and per partition the first arrivals in seq order with

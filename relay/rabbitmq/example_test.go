@@ -2,6 +2,7 @@ package rabbitmqrelay_test
 
 import (
 	"context"
+	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 	"github.com/uptrace/bun"
@@ -30,4 +31,22 @@ func Example() {
 	}
 	defer ob.Stop(ctx)
 	_, _ = ob.Enqueue(ctx, db, "orders", outbox.Message{Key: "customer-7", PayloadType: "order.created.v1", Payload: []byte(`{"id":42}`)})
+}
+
+// Relay to a 3-node cluster: the relay's connection is on one node, and
+// when that node goes away it dials the next. Declare the broker queues as
+// quorum queues (amqp.QueueTypeArg: amqp.QueueTypeQuorum), so that what
+// the broker confirmed outlives a node. (Not run by go test: it needs a
+// cluster.)
+func ExampleDialCluster() {
+	dial := rabbitmqrelay.DialCluster([]string{
+		"amqp://relay:secret@rabbit-1:5672/",
+		"amqp://relay:secret@rabbit-2:5672/",
+		"amqp://relay:secret@rabbit-3:5672/",
+	}, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)}) // pass a node that does not answer soon
+	relay, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{Dial: dial, Exchange: "events", RoutingKey: rabbitmqrelay.ByKey})
+	if err != nil {
+		panic(err)
+	}
+	_ = relay // a queue's handler, with processor.MaxAttempts(processor.MaxAttemptsNever)
 }

@@ -47,7 +47,9 @@ type Config struct {
 	// partitions then retry until the application replaces the relay.
 	Connection *amqp.Connection
 	// Dial opens a connection when the relay has none or its connection
-	// closed: the relay then survives a broker restart by itself.
+	// closed: the relay then survives a broker restart by itself. On a
+	// cluster, DialCluster tries its nodes in turn, so that the relay goes
+	// on through another node when its node dies (docs/CLUSTERS.md).
 	Dial func() (*amqp.Connection, error)
 	// Exchange is where messages are published ("" is the default
 	// exchange, which routes by queue name).
