@@ -3,6 +3,7 @@ package rabbitmqrelay_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -318,59 +319,248 @@ func consumeAll(ctx context.Context, t *testing.T, conn *amqp.Connection, name s
 	return append(got, drain(t, conn, name)...)
 }
 
-// leaderKiller is a middleware that SIGKILLs the quorum queue's leader
-// node right after a relay call's publisher confirms (before seqbox
-// commits its acks), once the calls have acked at least after messages
-// and while another partition's call is in flight: the kill lands
-// mid-stream, on publishes not yet confirmed. It keeps the ids confirmed
-// until then, and those handed to the relay after.
-type leaderKiller struct {
-	after    int
-	kill     func()
+// confirmHold loses the publisher confirms of the relay's connection to
+// the leader: once armed, it hands the relay every frame from the broker
+// but the basic.acks, and keeps the message-id of every message an ack it
+// swallowed confirms. The broker has stored those messages (a quorum
+// queue confirms what a majority of its members has); the relay has not
+// seen them confirmed, and publishes them again after the kill, when the
+// connection fails. It reads AMQP 0-9-1 frames both ways: the relay's
+// publishes (delivery tag → message-id, per channel) and the broker's
+// acks.
+type confirmHold struct {
 	mu       sync.Mutex
-	inFlight int
-	acked    []outbox.MessageID
-	killed   bool
-	again    map[outbox.MessageID]bool
+	armed    bool
+	held     []string            // message-ids whose confirm the relay never got
+	ids      map[uint16][]string // per channel, the message-id of delivery tag i+1
+	acked    map[uint16]uint64   // per channel, the highest tag acked
+	in, out  []byte              // partial frames from the broker, to it
+	pending  []byte              // whole frames for the relay to read
+	preamble int                 // protocol header bytes still to skip in out
+	first    chan struct{}       // closed at the first confirm held
+	once     sync.Once
 }
 
-func (k *leaderKiller) middleware(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
+func newConfirmHold() *confirmHold {
+	return &confirmHold{ids: map[uint16][]string{}, acked: map[uint16]uint64{}, preamble: 8, first: make(chan struct{})}
+}
+
+func (h *confirmHold) arm() {
+	h.mu.Lock()
+	h.armed = true
+	h.mu.Unlock()
+}
+
+// heldIDs are the message-ids whose confirms were held.
+func (h *confirmHold) heldIDs() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.held)
+}
+
+// frames cuts the whole frames off buf: type, channel, payload.
+func frames(buf *[]byte, each func(typ byte, ch uint16, payload []byte, frame []byte)) {
+	for len(*buf) >= 7 {
+		size := int(binary.BigEndian.Uint32((*buf)[3:7]))
+		if len(*buf) < 7+size+1 {
+			return
+		}
+		frame := (*buf)[:7+size+1]
+		each(frame[0], binary.BigEndian.Uint16(frame[1:3]), frame[7:7+size], frame)
+		*buf = (*buf)[len(frame):]
+	}
+}
+
+// method is a method frame's class and method ids.
+func method(payload []byte) (class, id uint16) {
+	if len(payload) < 4 {
+		return 0, 0
+	}
+	return binary.BigEndian.Uint16(payload), binary.BigEndian.Uint16(payload[2:])
+}
+
+// messageID reads the message-id property of a content header frame.
+func messageID(payload []byte) string {
+	if len(payload) < 14 {
+		return ""
+	}
+	flags, p := binary.BigEndian.Uint16(payload[12:]), payload[14:]
+	skip := func(n int) bool {
+		if n > len(p) {
+			return false
+		}
+		p = p[n:]
+		return true
+	}
+	shortstr := func() bool { return len(p) > 0 && skip(1+int(p[0])) }
+	ok := true
+	if flags&(1<<15) != 0 { // content-type
+		ok = ok && shortstr()
+	}
+	if flags&(1<<14) != 0 { // content-encoding
+		ok = ok && shortstr()
+	}
+	if flags&(1<<13) != 0 { // headers, a table with its length first
+		ok = ok && len(p) >= 4 && skip(4+int(binary.BigEndian.Uint32(p)))
+	}
+	if flags&(1<<12) != 0 { // delivery-mode
+		ok = ok && skip(1)
+	}
+	if flags&(1<<11) != 0 { // priority
+		ok = ok && skip(1)
+	}
+	for bit := 10; bit >= 8; bit-- { // correlation-id, reply-to, expiration
+		if flags&(1<<bit) != 0 {
+			ok = ok && shortstr()
+		}
+	}
+	if !ok || flags&(1<<7) == 0 || len(p) == 0 || 1+int(p[0]) > len(p) {
+		return ""
+	}
+	return string(p[1 : 1+int(p[0])])
+}
+
+// sent notes the relay's channel openings and publishes, before they go.
+func (h *confirmHold) sent(b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.preamble > 0 {
+		n := min(h.preamble, len(b))
+		h.preamble -= n
+		b = b[n:]
+	}
+	h.out = append(h.out, b...)
+	frames(&h.out, func(typ byte, ch uint16, payload, _ []byte) {
+		switch class, id := method(payload); {
+		case typ == 1 && class == 20 && id == 10: // channel.open: tags start again
+			h.ids[ch], h.acked[ch] = nil, 0
+		case typ == 1 && class == 60 && id == 40: // basic.publish
+			h.ids[ch] = append(h.ids[ch], "")
+		case typ == 2 && len(h.ids[ch]) > 0: // its content header
+			h.ids[ch][len(h.ids[ch])-1] = messageID(payload)
+		}
+	})
+}
+
+// received takes bytes from the broker: whole frames go to pending, for
+// the relay, but for the basic.acks once the hold is armed: the messages
+// those confirm are held.
+func (h *confirmHold) received(b []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.in = append(h.in, b...)
+	frames(&h.in, func(typ byte, ch uint16, payload, frame []byte) {
+		var confirmed []string
+		if class, id := method(payload); typ == 1 && class == 60 && id == 80 && len(payload) >= 13 { // basic.ack
+			tag, multiple := binary.BigEndian.Uint64(payload[4:]), payload[12]&1 != 0
+			from := tag
+			if multiple {
+				from = h.acked[ch] + 1
+			}
+			for t := from; t <= tag && t <= uint64(len(h.ids[ch])); t++ {
+				confirmed = append(confirmed, h.ids[ch][t-1])
+			}
+			h.acked[ch] = max(h.acked[ch], tag)
+		}
+		if !h.armed || confirmed == nil {
+			h.pending = append(h.pending, frame...)
+			return
+		}
+		h.held = append(h.held, confirmed...)
+		h.once.Do(func() { close(h.first) })
+	})
+}
+
+// holdConn is the relay's connection to the leader, through a hold.
+type holdConn struct {
+	net.Conn
+	h *confirmHold
+}
+
+func (c *holdConn) Write(b []byte) (int, error) {
+	c.h.sent(b)
+	return c.Conn.Write(b)
+}
+
+func (c *holdConn) Read(b []byte) (int, error) {
+	buf := make([]byte, 32<<10)
+	for {
+		c.h.mu.Lock()
+		n := copy(b, c.h.pending)
+		c.h.pending = c.h.pending[n:]
+		c.h.mu.Unlock()
+		if n > 0 {
+			return n, nil
+		}
+		m, err := c.Conn.Read(buf)
+		c.h.received(buf[:m])
+		if err != nil {
+			c.h.mu.Lock()
+			n := copy(b, c.h.pending)
+			c.h.pending = c.h.pending[n:]
+			c.h.mu.Unlock()
+			if n > 0 {
+				return n, nil
+			}
+			return 0, err
+		}
+	}
+}
+
+// ackTracker is a middleware that keeps the ids the relay acked until the
+// kill, and those handed to it after, and arms the hold once after have
+// been acked.
+type ackTracker struct {
+	after  int
+	hold   *confirmHold
+	mu     sync.Mutex
+	acked  []outbox.MessageID
+	killed bool
+	again  map[outbox.MessageID]bool
+}
+
+func (k *ackTracker) middleware(ctx context.Context, c *processor.Call, next func(context.Context) error) error {
 	k.mu.Lock()
 	if k.killed {
 		for _, d := range c.Batch.Messages {
 			k.again[d.ID] = true
 		}
 	}
-	k.inFlight++
 	k.mu.Unlock()
 	err := next(ctx)
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.inFlight--
-	if k.killed {
-		return err
-	}
-	for _, d := range c.Batch.Messages[:c.Batch.Acked()] {
-		k.acked = append(k.acked, d.ID)
-	}
-	if len(k.acked) >= k.after && k.inFlight > 0 {
-		k.kill()
-		k.killed = true
-		k.again = map[outbox.MessageID]bool{}
+	if !k.killed {
+		for _, d := range c.Batch.Messages[:c.Batch.Acked()] {
+			k.acked = append(k.acked, d.ID)
+		}
+		if len(k.acked) >= k.after {
+			k.hold.arm()
+		}
 	}
 	return err
 }
 
+func (k *ackTracker) kill() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.killed = true
+	k.again = map[outbox.MessageID]bool{}
+}
+
 // TestRelayQuorumQueueLeaderKilled: the relay publishes into an exchange
 // bound to a quorum queue replicated on a 3-node cluster; the queue's
-// leader, the node the relay is connected to, is SIGKILLed mid-stream
-// (leaderKiller), right after a batch's publisher confirms. The relay goes on through
-// another node (DialCluster) without a restart, and the surviving nodes
-// hold every message: at least once, repeats with the same message-id
-// and content, and per partition the first arrivals in seq order with
-// none skipped (checkQueue). Every message confirmed before the kill is
-// among them, though seqbox never published it again: a quorum queue
-// confirms what a majority of its members has.
+// leader, the node the relay is connected to, is SIGKILLed mid-stream: as
+// soon as it has sent a publisher confirm that the relay never gets
+// (confirmHold). The relay goes on through another node (DialCluster)
+// without a restart, and the surviving nodes hold every message: at least
+// once, repeats with the same message-id and content, and per partition
+// the first arrivals in seq order with none skipped (checkQueue). Each
+// message whose confirm the leader sent before it died is there twice:
+// the copy it confirmed, which the survivors had (a quorum queue confirms
+// what a majority of its members has), and the relay's publish again.
+// Every message the relay saw confirmed before the kill, and seqbox never
+// published again, is there too.
 func TestRelayQuorumQueueLeaderKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -407,7 +597,17 @@ func TestRelayQuorumQueueLeaderKilled(t *testing.T) {
 			urls = append(urls, nd.url)
 		}
 	}
-	dial := rabbitmqrelay.DialCluster(urls, amqp.Config{Dial: amqp.DefaultDial(2 * time.Second)})
+	hold := newConfirmHold()
+	leaderAddr := strings.TrimSuffix(strings.TrimPrefix(c.nodes[leader].url, "amqp://guest:guest@"), "/")
+	wrapped := false
+	dial := rabbitmqrelay.DialCluster(urls, amqp.Config{Dial: func(network, addr string) (net.Conn, error) {
+		conn, err := amqp.DefaultDial(2*time.Second)(network, addr)
+		if err != nil || addr != leaderAddr || wrapped {
+			return conn, err
+		}
+		wrapped = true // the first connection to the leader (the relay dials one at a time)
+		return &holdConn{Conn: conn, h: hold}, nil
+	}})
 	var mu sync.Mutex
 	var reached []string // the URL of each connection the relay opened
 	h, err := rabbitmqrelay.Handler(rabbitmqrelay.Config{
@@ -422,33 +622,30 @@ func TestRelayQuorumQueueLeaderKilled(t *testing.T) {
 		},
 		Exchange: name, RoutingKey: rabbitmqrelay.ByKey})
 	require.NoError(t, err)
-	killer := &leaderKiller{after: 150, kill: func() {
-		if err := syscall.Kill(-c.nodes[leader].cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			t.Errorf("killing the leader: %v", err)
-		}
-	}}
+	tracker := &ackTracker{after: 150, hold: hold}
 	db := relaytest.OpenSQLite(t, filepath.Join(t.TempDir(), "relay.db"))
 	ob, err := seqbox.New(db).Migrate(true).PollInterval(20*time.Millisecond).
-		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50), processor.Use(killer.middleware))...).Start(ctx)
+		Queue("orders", 4, h, relaytest.RelayOptions(processor.BatchSize(50), processor.Use(tracker.middleware))...).Start(ctx)
 	require.NoError(t, err)
 	defer ob.Stop(ctx)
 	ids := relaytest.Enqueue(ctx, t, ob, db, 600)
+	select {
+	case <-hold.first:
+	case <-ctx.Done():
+		t.Fatalf("no confirm held: %v", ctx.Err())
+	}
+	tracker.kill()
+	c.nodes[leader].kill(t)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...), "the relay goes on after the kill")
-	killer.mu.Lock()
-	require.True(t, killer.killed, "the leader was killed")
-	confirmed := killer.acked
+	tracker.mu.Lock()
+	confirmed := tracker.acked
 	var kept []outbox.MessageID // confirmed before the kill and not published since
 	for _, id := range confirmed {
-		if !killer.again[id] {
+		if !tracker.again[id] {
 			kept = append(kept, id)
 		}
 	}
-	killer.mu.Unlock()
-	select {
-	case <-c.nodes[leader].exited:
-	case <-ctx.Done():
-		t.Fatal("the killed leader is still running")
-	}
+	tracker.mu.Unlock()
 	require.Less(t, len(confirmed), len(ids), "work was left after the kill")
 
 	mu.Lock()
@@ -464,16 +661,21 @@ func TestRelayQuorumQueueLeaderKilled(t *testing.T) {
 	defer rc.Close()
 	got := consumeAll(ctx, t, rc, name)
 	repeats := checkQueue(t, got, ids)
-	present := map[string]bool{}
+	copies := map[string]int{}
 	for _, d := range got {
-		present[d.MessageId] = true
+		copies[d.MessageId]++
+	}
+	lost := hold.heldIDs()
+	require.NotEmpty(t, lost)
+	for _, id := range lost {
+		require.GreaterOrEqual(t, copies[id], 2, "%s: confirmed by the leader before it died, then published again", id)
 	}
 	// What seqbox did not publish again after the kill is on the survivors
 	// because they had it when the leader died.
 	require.NotEmpty(t, kept, "messages confirmed before the kill and not published again")
 	for _, id := range kept {
-		require.True(t, present[id.String()], "%s was confirmed before the leader died, and lost", id)
+		require.Positive(t, copies[id.String()], "%s was confirmed before the leader died, and lost", id)
 	}
-	t.Logf("cluster up in %s; %d messages, %d confirmed before the kill (%d not published again), %d repeats, %d retried calls, %d relay connections; test %s",
-		clustered.Round(100*time.Millisecond), len(ids), len(confirmed), len(kept), repeats, ob.Counters().Retried, dials, time.Since(began).Round(100*time.Millisecond))
+	t.Logf("cluster up in %s; %d messages, %d confirmed before the kill (%d not published again), %d confirms lost with the leader, %d repeats, %d retried calls, %d relay connections; test %s",
+		clustered.Round(100*time.Millisecond), len(ids), len(confirmed), len(kept), len(lost), repeats, ob.Counters().Retried, dials, time.Since(began).Round(100*time.Millisecond))
 }
