@@ -191,14 +191,13 @@ type quorumQueue struct {
 	Type    string   `json:"type"`
 	Leader  string   `json:"leader"`
 	Members []string `json:"members"`
-	Online  []string `json:"online"`
 }
 
 // queue asks node i about the broker queue name.
 func (c *rabbitCluster) queue(ctx context.Context, t *testing.T, i int, name string) quorumQueue {
 	t.Helper()
 	var qs []quorumQueue
-	require.NoError(t, json.Unmarshal(c.ctl(ctx, t, i, "list_queues", "--formatter", "json", "name", "type", "leader", "members", "online"), &qs))
+	require.NoError(t, json.Unmarshal(c.ctl(ctx, t, i, "list_queues", "--formatter", "json", "name", "type", "leader", "members"), &qs))
 	for _, q := range qs {
 		if q.Name == name {
 			return q
