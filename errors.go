@@ -40,6 +40,9 @@ var (
 	// ErrServerTooOld: the MySQL/MariaDB server lacks SKIP LOCKED or
 	// JSON_TABLE (MySQL 8.0.4+ and MariaDB 10.6+ have them).
 	ErrServerTooOld = mysql.ErrServerTooOld
+	// ErrUnsupportedServer: the server speaks MySQL's protocol but lacks
+	// what seqbox relies on (TiDB: docs/DISTRIBUTED.md).
+	ErrUnsupportedServer = mysql.ErrUnsupportedServer
 	// ErrNoListener: a PostgreSQL listener cannot listen (the *bun.DB was
 	// not opened with the adapter's driver); Start logs it and polls.
 	ErrNoListener = dialect.ErrNoListener

@@ -1,6 +1,8 @@
 // Package mysql is the seqbox dialect for MySQL 8.0.4+ and MariaDB 10.6+
-// (both have SKIP LOCKED and JSON_TABLE). Open the *bun.DB with mysqldialect and, for
-// readable timestamps, parseTime=true; seqbox itself writes times as UTC.
+// (both have SKIP LOCKED and JSON_TABLE). TiDB, which speaks the same
+// protocol, is refused (ErrUnsupportedServer; docs/DISTRIBUTED.md). Open the
+// *bun.DB with mysqldialect and, for readable timestamps, parseTime=true;
+// seqbox itself writes times as UTC.
 //
 // Every statement the dialect runs is written out whole in this package,
 // one file per area (docs/ARCHITECTURE.md, "The SQL layer"), and rendered
@@ -31,6 +33,13 @@ var migrationFS embed.FS
 
 // ErrServerTooOld is returned by New for a server without SKIP LOCKED and JSON_TABLE.
 var ErrServerTooOld = errors.New("seqbox: MySQL 8.0.4+ or MariaDB 10.6+ is required")
+
+// ErrUnsupportedServer is returned by New for a server that speaks MySQL's
+// protocol but lacks what the dialect relies on. TiDB is one: it accepts
+// FOR UPDATE SKIP LOCKED without taking the lock, so two processes would
+// number the same partition and run one partition's handler at once, and it
+// has no JSON_TABLE (docs/DISTRIBUTED.md).
+var ErrUnsupportedServer = errors.New("seqbox: this MySQL-compatible server is not supported")
 
 // mysqlDialect is the MySQL/MariaDB implementation of dialect.Dialect. It
 // implements engine.AckLeaser with one READ COMMITTED transaction and
@@ -155,8 +164,15 @@ func readErr(err error, doing string) error {
 
 var versionRE = regexp.MustCompile(`^(\d+)\.(\d+)\.(\d+)`)
 
-// checkVersion accepts MySQL >= 8.0.4 and MariaDB >= 10.6 (SKIP LOCKED, JSON_TABLE).
+// checkVersion accepts MySQL >= 8.0.4 and MariaDB >= 10.6 (SKIP LOCKED,
+// JSON_TABLE), and refuses TiDB, which reports a MySQL version
+// ("8.0.11-TiDB-v8.5.3") but takes no lock for SKIP LOCKED
+// (docs/DISTRIBUTED.md, "TiDB").
 func checkVersion(v string) (mariaDB bool, err error) {
+	if strings.Contains(strings.ToLower(v), "-tidb-") {
+		return false, fmt.Errorf("%w: server is %s; TiDB takes no lock for FOR UPDATE SKIP LOCKED (pingcap/tidb#69720) and has no JSON_TABLE, see docs/DISTRIBUTED.md",
+			ErrUnsupportedServer, v)
+	}
 	m := versionRE.FindStringSubmatch(v)
 	if m == nil {
 		return false, fmt.Errorf("%w: cannot parse version %q", ErrServerTooOld, v)

@@ -41,6 +41,21 @@ func TestCheckVersion(t *testing.T) {
 	}
 }
 
+// TestCheckVersionRefusesTiDB: TiDB reports a MySQL version that would pass,
+// and is refused for what it lacks (the first two strings are what TiDB
+// v8.5.3 and a v9 build return for VERSION(); the third is the 5.7 form of
+// older releases).
+func TestCheckVersionRefusesTiDB(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"8.0.11-TiDB-v8.5.3", "8.0.11-TiDB-v9.0.0-beta.1.pre-640-g24903d6b24-dirty", "5.7.25-TiDB-v6.5.0"} {
+		_, err := checkVersion(v)
+		require.ErrorIs(t, err, ErrUnsupportedServer, "%q", v)
+		require.NotErrorIs(t, err, ErrServerTooOld, "%q", v)
+		require.Contains(t, err.Error(), v)
+		require.Contains(t, err.Error(), "SKIP LOCKED")
+	}
+}
+
 func TestCheckVersionGarbage(t *testing.T) {
 	t.Parallel()
 	for _, v := range []string{"", "garbage", "v8.0.36", "8.0", "MariaDB"} {
