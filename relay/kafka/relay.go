@@ -35,9 +35,10 @@
 // default). The relay remembers them per seqbox partition, so the next
 // call for that partition waits for those records instead of producing
 // them again: a broker that is down for a minute costs waiting, not a
-// pile of copies. It remembers confirmed records too, until the batch is
-// acked, so a lost seqbox ack (the ack's commit failed) does not produce
-// them again either.
+// pile of copies. It remembers confirmed records too, until the next call
+// for the partition, so a lost seqbox ack (the ack's commit failed) does
+// not produce them again either. What it keeps is each record's outcome,
+// not its payload: at most about a batch per partition.
 //
 // What the relay cannot see is a process that died after Kafka confirmed
 // a batch and before seqbox committed its ack: the next process produces
@@ -64,10 +65,11 @@
 // acks=0 (NoAck: nothing is confirmed), idempotency disabled with more
 // than one produce request in flight per broker (a retried request can
 // land after the one that followed it), and manual flushing (nothing is
-// sent until someone flushes). Options that make the client fail records
-// it has sent (RecordRetries, RecordDeliveryTimeout with
-// AllowIdempotentProduceCancellation) are allowed but widen the window
-// for the out-of-order case above; leave them at their defaults.
+// sent until someone flushes). Options that make the client give up on
+// records (RecordRetries, RecordDeliveryTimeout, and
+// AllowIdempotentProduceCancellation, which lets those fail records
+// already sent) are allowed, but each failure they cause is a chance for
+// the out-of-order case above: leave them at their defaults.
 // LeaderAck (acks=1) confirms a record that a leader failover can still
 // lose: the relay acks it all the same, so use the default (all in-sync
 // replicas) for a relay.
@@ -86,15 +88,16 @@
 // committed batch that the next process produces and commits again.
 // Consumers still drop repeats by seqbox-id. What transactions add is
 // all-or-nothing batches and strict order under refusals, at a cost: one
-// transaction at a time per client (the relay serializes its batches),
-// two more round trips per batch, and read_committed consumers that wait
-// for open transactions. Give each relay process its own
-// kgo.TransactionalID, stable across restarts: a restarted process then
-// aborts at once what its predecessor left open (otherwise read_committed
-// consumers of those partitions wait for the transaction timeout), and
-// two live processes sharing one fence each other off. The client is the
-// relay's alone: nothing else may produce with it. README.md has the
-// measured cost.
+// transaction at a time per client (the relay's partitions take turns), a
+// commit round trip to the transaction coordinator per batch, and
+// read_committed consumers that wait for open transactions. Give each
+// relay process its own kgo.TransactionalID, the same across its
+// restarts: Kafka then aborts what a dead predecessor left open as soon
+// as the new process starts (otherwise read_committed consumers of those
+// partitions wait for the transaction timeout), and of two live processes
+// sharing one, the older is fenced off. The client is the relay's alone:
+// nothing else may produce with it. The README.md next to this file has
+// the measured cost.
 //
 // It is its own Go module, so that the core does not depend on franz-go.
 package kafkarelay
@@ -180,7 +183,7 @@ func Handler(cfg Config) (processor.Handler, error) {
 	if cfg.Key == nil {
 		cfg.Key = ByKey
 	}
-	r := &relay{cfg: cfg, flights: map[slot]map[int64]*flight{}}
+	r := &relay{cfg: cfg, flights: map[slot]map[int64]*flight{}, txTurn: make(chan struct{}, 1)}
 	if cfg.Transactional {
 		return processor.LeasedBatch(r.publishTx), nil
 	}
@@ -261,8 +264,8 @@ type relay struct {
 	mu      sync.Mutex // guards flights
 	flights map[slot]map[int64]*flight
 
-	txMu    sync.Mutex // one transaction at a time; guards txDirty
-	txDirty bool       // a transaction may be open: abort it before the next
+	txTurn  chan struct{} // holds a token while a call runs a transaction: one at a time; guards txDirty
+	txDirty bool          // a transaction may be open: abort it before the next
 }
 
 // Record is the Kafka record a delivery is produced as (key nil: no key).
@@ -359,18 +362,18 @@ func (r *relay) take(s slot) map[int64]*flight {
 }
 
 // keep remembers a call's records for the partition's next call, and
-// those of earlier calls past the batch that still need no new produce.
-// A later call starts at the first unacked message, so it drops what
-// comes before.
+// those of earlier calls that still need no new produce (a call that
+// stopped early did not reach them). The next call starts at the first
+// unacked message, so what comes before this batch is dropped.
 func (r *relay) keep(s slot, msgs []processor.Delivery, flights []*flight, prev map[int64]*flight) {
 	next := make(map[int64]*flight, len(flights))
-	for i, f := range flights {
-		next[msgs[i].Seq] = f
-	}
 	for seq, f := range prev {
-		if seq > msgs[len(msgs)-1].Seq && f.usable() {
+		if seq >= msgs[0].Seq && f.usable() {
 			next[seq] = f
 		}
+	}
+	for i, f := range flights {
+		next[msgs[i].Seq] = f
 	}
 	if len(next) == 0 {
 		return
@@ -404,8 +407,12 @@ func (r *relay) publishTx(ctx context.Context, b *processor.Batch) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	r.txMu.Lock()
-	defer r.txMu.Unlock()
+	select {
+	case r.txTurn <- struct{}{}:
+		defer func() { <-r.txTurn }()
+	case <-ctx.Done():
+		return fmt.Errorf("kafkarelay: waiting for the transaction of another partition: %w", ctx.Err())
+	}
 	if r.txDirty {
 		if err := r.abort(ctx); err != nil {
 			return fmt.Errorf("kafkarelay: abort the transaction left open: %w", err)

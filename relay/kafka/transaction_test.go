@@ -100,3 +100,25 @@ func TestRefusedRecordIsDeadLettered(t *testing.T) {
 		})
 	}
 }
+
+// TestTransactionalIDAbortsWhatWasLeftOpen: a relay process died inside a
+// transaction (here, a client that began one, produced, and was never
+// heard of again; its transaction timeout is longer than this test). A
+// read_committed consumer cannot read past that open transaction, until
+// a relay with the same transactional ID starts: Kafka then aborts it at
+// once. The old producer, were it still alive, is fenced off.
+func TestTransactionalIDAbortsWhatWasLeftOpen(t *testing.T) {
+	ctx, c, db := setup(t)
+	dead := newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay"), kgo.TransactionTimeout(10*time.Minute))
+	require.NoError(t, dead.BeginTransaction())
+	require.NoError(t, dead.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: 0, Value: []byte("left open")}).FirstErr())
+
+	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")),
+		Topic: kafkarelay.Topic(topic), Transactional: true})
+	require.NoError(t, err)
+	ob := start(ctx, t, db, h)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 100)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), true), ids, 4), "the open transaction aborted: its record is not there")
+	require.Error(t, dead.EndTransaction(ctx, kgo.TryCommit), "the old producer is fenced off")
+}
