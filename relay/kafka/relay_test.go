@@ -405,3 +405,41 @@ func TestRelayBrokerRestart(t *testing.T) {
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Zero(t, checkTopic(t, read(ctx, t, addrs, false), ids, 2), "nothing produced twice")
 }
+
+// TestLeadersMove: every third handler call moves each of the topic's
+// partitions to another broker (a leader election, as when a broker of a
+// cluster fails over) before producing. The client retries what the old
+// leader refused (NOT_LEADER_OR_FOLLOWER) on the new one; the idempotent
+// producer keeps each partition's order across those retries and writes
+// nothing twice, with the transactional relay too.
+func TestLeadersMove(t *testing.T) {
+	for _, transactional := range []bool{false, true} {
+		t.Run("transactional="+strconv.FormatBool(transactional), func(t *testing.T) {
+			ctx, c, db := setup(t)
+			var opts []kgo.Opt
+			if transactional {
+				opts = append(opts, kgo.TransactionalID("relay"))
+			}
+			h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), opts...),
+				Topic: kafkarelay.Topic(topic), Transactional: transactional})
+			require.NoError(t, err)
+			var calls, moves atomic.Int64
+			move := func(ctx context.Context, _ *processor.Call, next func(context.Context) error) error {
+				if calls.Add(1)%3 == 0 {
+					for p := range int32(partitions) {
+						if err := c.MoveTopicPartition(topic, p, (c.LeaderFor(topic, p)+1)%3); err != nil {
+							return err
+						}
+					}
+					moves.Add(1)
+				}
+				return next(ctx)
+			}
+			ob := start(ctx, t, db, h, processor.Use(move))
+			ids := relaytest.Enqueue(ctx, t, ob, db, 1000)
+			require.NoError(t, ob.WaitProcessed(ctx, ids...))
+			require.GreaterOrEqual(t, moves.Load(), int64(5))
+			require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), transactional), ids, 4), "nothing produced twice")
+		})
+	}
+}
