@@ -24,13 +24,14 @@ import (
 // the queue whole to a read_committed consumer, each key in seq order;
 // a batch whose ack is lost after its commit is not produced again.
 func TestTransactionalOnceAcrossLostAcks(t *testing.T) {
+	t.Parallel()
 	ctx, c, db := setup(t)
 	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")),
 		Topic: kafkarelay.Topic(topic), Transactional: true})
 	require.NoError(t, err)
 	var repeated atomic.Int64
 	ob := start(ctx, t, db, h, processor.Use(relaytest.PublishTwice(&repeated)))
-	ids := relaytest.Enqueue(ctx, t, ob, db, 500)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Positive(t, repeated.Load())
 	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), true), ids, 4), "nothing committed twice")
@@ -41,6 +42,7 @@ func TestTransactionalOnceAcrossLostAcks(t *testing.T) {
 // transaction is aborted, the partition retries, and a read_committed
 // consumer sees every message once and in order.
 func TestTransactionalAbortsARefusedBatch(t *testing.T) {
+	t.Parallel()
 	ctx, c, db := setup(t)
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord, Count: 2})
 	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")),
@@ -64,6 +66,7 @@ func TestTransactionalAbortsARefusedBatch(t *testing.T) {
 // each key in seq order; a read_uncommitted consumer of the transactional
 // relay's topic also sees the aborted attempt's records.
 func TestRefusedRecordIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	for _, transactional := range []bool{false, true} {
 		t.Run("transactional="+strconv.FormatBool(transactional), func(t *testing.T) {
 			ctx, c, db := setup(t)
@@ -108,6 +111,7 @@ func TestRefusedRecordIsDeadLettered(t *testing.T) {
 // a relay with the same transactional ID starts: Kafka then aborts it at
 // once. The old producer, were it still alive, is fenced off.
 func TestTransactionalIDAbortsWhatWasLeftOpen(t *testing.T) {
+	t.Parallel()
 	ctx, c, db := setup(t)
 	dead := newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay"), kgo.TransactionTimeout(10*time.Minute))
 	require.NoError(t, dead.BeginTransaction())
