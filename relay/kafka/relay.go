@@ -72,7 +72,10 @@
 // the out-of-order case above: leave them at their defaults.
 // LeaderAck (acks=1) confirms a record that a leader failover can still
 // lose: the relay acks it all the same, so use the default (all in-sync
-// replicas) for a relay.
+// replicas) for a relay. A client that lingers before sending (franz-go's
+// default ProducerLinger is 10 ms) does not while a relay call waits for
+// its records: the call runs a Flush meanwhile, which stops lingering for
+// every producer of the client, and cancels it when done.
 //
 // # Transactions
 //
@@ -111,6 +114,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -177,6 +181,15 @@ var ErrConfig = errors.New("kafkarelay: invalid config")
 
 // Handler returns the relay as a leased batch handler for a queue.
 func Handler(cfg Config) (processor.Handler, error) {
+	fn, err := batchFunc(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return processor.LeasedBatch(fn), nil
+}
+
+// batchFunc returns the relay's batch function for cfg.
+func batchFunc(cfg Config) (func(context.Context, *processor.Batch) error, error) {
 	if err := check(cfg); err != nil {
 		return nil, err
 	}
@@ -184,10 +197,12 @@ func Handler(cfg Config) (processor.Handler, error) {
 		cfg.Key = ByKey
 	}
 	r := &relay{cfg: cfg, flights: map[slot]map[int64]*flight{}, txTurn: make(chan struct{}, 1)}
+	linger, _ := cfg.Client.OptValue(kgo.ProducerLinger).(time.Duration)
+	r.lingers = linger > 0
 	if cfg.Transactional {
-		return processor.LeasedBatch(r.publishTx), nil
+		return r.publishTx, nil
 	}
-	return processor.LeasedBatch(r.publish), nil
+	return r.publish, nil
 }
 
 // check refuses a Config, and client settings, that break the relay's
@@ -259,7 +274,8 @@ func (f *flight) confirmed() bool {
 }
 
 type relay struct {
-	cfg Config
+	cfg     Config
+	lingers bool // the client waits (ProducerLinger) before sending records
 
 	mu      sync.Mutex // guards flights
 	flights map[slot]map[int64]*flight
@@ -338,6 +354,17 @@ func (r *relay) publish(ctx context.Context, b *processor.Batch) error {
 	prev := r.take(s)
 	flights, sendErr := r.produce(ctx, msgs, prev)
 	defer r.keep(s, msgs, flights, prev)
+	if r.lingers {
+		// The client lingers (10 ms by default) before it sends a
+		// partition's records, in case more come; a relay waiting for its
+		// records gains nothing from that. A Flush keeps the client from
+		// lingering while it runs (for every producer of the client), and
+		// is cancelled once this call is done: the call waits for its own
+		// records, not for everything the client holds.
+		flushCtx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = r.cfg.Client.Flush(flushCtx) }()
+	}
 	for i, f := range flights {
 		select {
 		case <-f.done:

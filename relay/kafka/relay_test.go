@@ -453,3 +453,20 @@ func TestLeadersMove(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayDoesNotWaitForLinger: a client that lingers a minute (the most
+// franz-go allows) before sending a partition's records (ProducerLinger)
+// still relays at once: a relay call waiting for its records keeps the
+// client from lingering.
+func TestRelayDoesNotWaitForLinger(t *testing.T) {
+	t.Parallel()
+	_, c, db := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // the linger would outlast it
+	defer cancel()
+	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.ProducerLinger(time.Minute)), Topic: kafkarelay.Topic(topic)})
+	require.NoError(t, err)
+	ob := start(ctx, t, db, h)
+	ids := relaytest.Enqueue(ctx, t, ob, db, 20)
+	require.NoError(t, ob.WaitProcessed(ctx, ids...))
+	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), false), ids, 4))
+}
