@@ -1,5 +1,5 @@
 // Package relaykit holds what seqbox's own relay modules (relay/nats,
-// relay/redis, relay/rabbitmq) share. It is a module of its own so that
+// relay/redis, relay/rabbitmq, relay/kafka) share. It is a module of its own so that
 // they need none of the core's internal packages; it is not meant for use
 // outside this repository and carries no compatibility promise: its API
 // changes with the relays' needs, in any release.

@@ -400,9 +400,9 @@ func BenchMessages(n int) []outbox.Message {
 }
 
 // Drain enqueues msgs to queue (16 partitions) of db with a producer-only
-// outbox, then times an outbox with handler h (batches of 1,000) from its
-// start until every message is processed.
-func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []outbox.Message, h processor.Handler) time.Duration {
+// outbox, then times an outbox with handler h (batches of 1,000, unless
+// opts say otherwise) from its start until every message is processed.
+func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []outbox.Message, h processor.Handler, opts ...processor.QueueOption) time.Duration {
 	prod, err := seqbox.New(db).Migrate(true).ProducerOnly().Queue(queue, 16, nil).Start(ctx)
 	if err != nil {
 		tb.Fatal(err)
@@ -415,7 +415,7 @@ func Drain(ctx context.Context, tb testing.TB, db *bun.DB, queue string, msgs []
 		tb.Fatal(err)
 	}
 	began := time.Now()
-	ob, err := seqbox.New(db).Queue(queue, 16, h, processor.BatchSize(1000)).Start(ctx)
+	ob, err := seqbox.New(db).Queue(queue, 16, h, append([]processor.QueueOption{processor.BatchSize(1000)}, opts...)...).Start(ctx)
 	if err != nil {
 		tb.Fatal(err)
 	}
