@@ -20,6 +20,7 @@ import (
 	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/dialects"
+	"github.com/seqbox/seqbox/internal/pgpair"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/processor"
@@ -33,7 +34,7 @@ const (
 )
 
 // TestPostgresFailover is docs/FAILOVER.md's test. A private primary with a
-// synchronous streaming standby (dbtest.StartPostgresPair); the clients'
+// synchronous streaming standby (pgpair.Start); the clients'
 // one DSN names both hosts with target_session_attrs=read-write (pgx). Two
 // outboxes run side by side on it, one per setting of
 // postgres.WithSynchronousCommit (off, the default, and on), each with the
@@ -55,7 +56,7 @@ const (
 func TestPostgresFailover(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{})
+	pair := pgpair.Start(t, pgpair.Config{})
 	t.Logf("primary :%d and synchronous standby :%d up in %v", pair.Primary.Port, pair.Standby.Port, time.Since(began).Round(time.Millisecond))
 	sqldb, err := sql.Open("pgx", pair.DSN())
 	require.NoError(t, err)
@@ -347,7 +348,7 @@ func waitAll(t *testing.T, ctx context.Context, what string, cond func() bool) {
 func TestPostgresFailoverLosesAsyncMove(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
-	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{Settings: []string{"autovacuum=off", "bgwriter_lru_maxpages=0", "checkpoint_timeout=1h"}})
+	pair := pgpair.Start(t, pgpair.Config{Settings: []string{"autovacuum=off", "bgwriter_lru_maxpages=0", "checkpoint_timeout=1h"}})
 	t.Logf("pair up in %v", time.Since(began).Round(time.Millisecond))
 	sqldb, err := sql.Open("pgx", pair.DSN())
 	require.NoError(t, err)
@@ -494,7 +495,7 @@ func (o *overlapMove) check(t *testing.T, ctx context.Context, db *bun.DB, want1
 // promoted. The same outbox then delivers Y, under X's seq.
 func TestPostgresFailoverAsyncReplication(t *testing.T) {
 	t.Parallel()
-	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{Asynchronous: true})
+	pair := pgpair.Start(t, pgpair.Config{Asynchronous: true})
 	sqldb, err := sql.Open("pgx", pair.DSN())
 	require.NoError(t, err)
 	db := bun.NewDB(sqldb, pgdialect.New())

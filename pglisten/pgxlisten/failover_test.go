@@ -15,7 +15,7 @@ import (
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/dialect/postgres"
-	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/pgpair"
 	"github.com/seqbox/seqbox/outbox"
 	"github.com/seqbox/seqbox/pglisten/pgxlisten"
 	"github.com/seqbox/seqbox/processor"
@@ -38,7 +38,7 @@ const failoverBound = time.Minute
 // it and delivered.
 func TestFailover(t *testing.T) {
 	t.Parallel()
-	pair := dbtest.StartPostgresPair(t, dbtest.PairConfig{})
+	pair := pgpair.Start(t, pgpair.Config{})
 	dsn := pair.DSN()
 	const prefix = "pglfailover_" // a private server: no one else's tables
 

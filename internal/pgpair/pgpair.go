@@ -1,4 +1,8 @@
-package dbtest
+// Package pgpair starts a private PostgreSQL primary with a streaming
+// standby for the failover tests (docs/FAILOVER.md): its own ports, data
+// directories and processes, all removed at cleanup. It imports no other
+// database driver, so the pglisten module can use it without them.
+package pgpair
 
 import (
 	"context"
@@ -20,7 +24,7 @@ import (
 	"github.com/seqbox/seqbox/internal/relaytest"
 )
 
-// PostgresBinDirDefault is where PostgresPair looks for the server's
+// PostgresBinDirDefault is where Pair looks for the server's
 // binaries (initdb, postgres, pg_basebackup) unless SEQBOX_PG_BINDIR says
 // otherwise: Debian's PostgreSQL 15, the machine's shared server. Without
 // it, the newest /usr/lib/postgresql/<major>/bin is used.
@@ -30,9 +34,9 @@ const PostgresBinDirDefault = "/usr/lib/postgresql/15/bin"
 // synchronous_standby_names names.
 const StandbyName = "standby1"
 
-// PostgresPair is a private PostgreSQL primary and a streaming standby made
+// Pair is a private PostgreSQL primary and a streaming standby made
 // from it with pg_basebackup, under synchronous replication unless
-// PairConfig says otherwise: the primary's synchronous_standby_names names
+// Config says otherwise: the primary's synchronous_standby_names names
 // the standby, so a commit under synchronous_commit = on (the servers'
 // default) returns once the standby has flushed it. Both run on ports of
 // their own (the OS picks them), in a temporary directory, as an
@@ -41,22 +45,22 @@ const StandbyName = "standby1"
 // ends, failed or not. The standby streams through a TCP proxy of the
 // test's (Replication), which can cut it. A test may SIGKILL the primary
 // and promote the standby (docs/FAILOVER.md).
-type PostgresPair struct {
+type Pair struct {
 	t       testing.TB
 	bin     string
 	base    string
 	cred    *syscall.Credential // nil: run as this process's user
-	cfg     PairConfig
-	Primary *PostgresServer
-	Standby *PostgresServer
+	cfg     Config
+	Primary *Server
+	Standby *Server
 	// Replication is the standby's way to the primary: Down cuts it (the
 	// standby then keeps what it had received, and the primary's commits
 	// go on only under asynchronous replication).
 	Replication *relaytest.Proxy
 }
 
-// PairConfig is how StartPostgresPair sets the pair up.
-type PairConfig struct {
+// Config is how Start sets the pair up.
+type Config struct {
 	// Asynchronous: the primary names no synchronous standby, so commits
 	// return without waiting for the standby (PostgreSQL's default).
 	Asynchronous bool
@@ -64,8 +68,8 @@ type PairConfig struct {
 	Settings []string
 }
 
-// PostgresServer is one server of a PostgresPair.
-type PostgresServer struct {
+// Server is one server of a Pair.
+type Server struct {
 	Name string
 	Port int
 	Dir  string // the data directory
@@ -75,7 +79,7 @@ type PostgresServer struct {
 }
 
 // DSN is the server alone, in database postgres, as a URL.
-func (s *PostgresServer) DSN() string {
+func (s *Server) DSN() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", s.Port)
 }
 
@@ -84,17 +88,17 @@ func (s *PostgresServer) DSN() string {
 // (pgx reads it; libpq too): each new connection tries the primary, then
 // the standby, and keeps the first that accepts writes, so after a
 // promotion the clients reach the new primary with nothing changed.
-func (p *PostgresPair) DSN() string {
+func (p *Pair) DSN() string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d,127.0.0.1:%d/postgres?sslmode=disable&target_session_attrs=read-write&connect_timeout=5",
 		p.Primary.Port, p.Standby.Port)
 }
 
-// StartPostgresPair starts the primary, makes the standby from it, starts
+// Start starts the primary, makes the standby from it, starts
 // it and returns once the primary reports the standby streaming (as its
 // synchronous standby, unless cfg.Asynchronous). Binaries missing
 // (SEQBOX_PG_BINDIR, default PostgresBinDirDefault) fail the test under
 // CI=true and skip it loudly otherwise.
-func StartPostgresPair(t testing.TB, cfg PairConfig) *PostgresPair {
+func Start(t testing.TB, cfg Config) *Pair {
 	t.Helper()
 	bin := postgresBinDir()
 	for _, b := range []string{"initdb", "postgres", "pg_basebackup"} {
@@ -102,7 +106,7 @@ func StartPostgresPair(t testing.TB, cfg PairConfig) *PostgresPair {
 			unavailable(t, fmt.Sprintf("PostgreSQL server binaries are missing (%v); set SEQBOX_PG_BINDIR or install postgresql (.ci/run does)", err))
 		}
 	}
-	p := &PostgresPair{t: t, bin: bin, cfg: cfg}
+	p := &Pair{t: t, bin: bin, cfg: cfg}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -178,12 +182,12 @@ func postgresBinDir() string {
 	return best
 }
 
-func (p *PostgresPair) server(name string) *PostgresServer {
-	return &PostgresServer{Name: name, Port: freePort(p.t), Dir: filepath.Join(p.base, name), log: filepath.Join(p.base, name+".log")}
+func (p *Pair) server(name string) *Server {
+	return &Server{Name: name, Port: freePort(p.t), Dir: filepath.Join(p.base, name), log: filepath.Join(p.base, name+".log")}
 }
 
 // start runs the postgres server of s and waits until it answers.
-func (p *PostgresPair) start(ctx context.Context, s *PostgresServer, settings ...string) {
+func (p *Pair) start(ctx context.Context, s *Server, settings ...string) {
 	p.t.Helper()
 	args := []string{"-D", s.Dir}
 	for _, c := range append([]string{
@@ -233,7 +237,7 @@ func (p *PostgresPair) start(ctx context.Context, s *PostgresServer, settings ..
 // stopped (SIGSTOP), so that none runs on for a moment after the others:
 // a backend left alive past its postmaster's death would still finish
 // what it was doing.
-func (p *PostgresPair) KillPrimary() {
+func (p *Pair) KillPrimary() {
 	p.t.Helper()
 	p.kill(p.Primary, syscall.SIGKILL)
 	select {
@@ -249,8 +253,8 @@ func (p *PostgresPair) KillPrimary() {
 // the disk and the standby only when a later commit that waits for the
 // flush carries it. A test uses it to land a crash inside that window.
 // Other flushes a test must rule out itself: autovacuum, checkpoints, the
-// background writer's writes (settings of StartPostgresPair).
-func (p *PostgresPair) StopWALWriter() {
+// background writer's writes (settings of Start).
+func (p *Pair) StopWALWriter() {
 	p.t.Helper()
 	for _, k := range children(p.Primary.cmd.Process.Pid) {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(k), "cmdline"))
@@ -266,7 +270,7 @@ func (p *PostgresPair) StopWALWriter() {
 
 // Promote makes the standby a primary (pg_promote, waiting for the end of
 // recovery) and returns once it accepts writes.
-func (p *PostgresPair) Promote(ctx context.Context) {
+func (p *Pair) Promote(ctx context.Context) {
 	p.t.Helper()
 	var ok bool
 	if err := p.query(ctx, p.Standby, &ok, "SELECT pg_promote(true, 60)"); err != nil || !ok {
@@ -283,7 +287,7 @@ func (p *PostgresPair) Promote(ctx context.Context) {
 // child runs in a session of its own (PostgreSQL calls setsid), so a
 // signal to the postmaster's process group does not reach them. The
 // postmaster is stopped first, so that it forks none meanwhile.
-func (p *PostgresPair) kill(s *PostgresServer, sig syscall.Signal) {
+func (p *Pair) kill(s *Server, sig syscall.Signal) {
 	if s == nil || s.cmd == nil || s.cmd.Process == nil {
 		return
 	}
@@ -337,8 +341,8 @@ func children(pid int) []int {
 // stop ends both servers (a fast shutdown, then SIGKILL of what remains)
 // and removes their directory; it logs the servers' last output when the
 // test failed.
-func (p *PostgresPair) stop() {
-	for _, s := range []*PostgresServer{p.Primary, p.Standby} {
+func (p *Pair) stop() {
+	for _, s := range []*Server{p.Primary, p.Standby} {
 		if s == nil || s.cmd == nil {
 			continue
 		}
@@ -363,7 +367,7 @@ func (p *PostgresPair) stop() {
 	_ = os.RemoveAll(p.base)
 }
 
-func (p *PostgresPair) logTail(s *PostgresServer) string {
+func (p *Pair) logTail(s *Server) string {
 	b, _ := os.ReadFile(s.log)
 	const n = 4000
 	if len(b) > n {
@@ -374,7 +378,7 @@ func (p *PostgresPair) logTail(s *PostgresServer) string {
 
 // run runs one of the binaries as the servers' user and fails the test
 // with its output if it fails.
-func (p *PostgresPair) run(ctx context.Context, name string, args ...string) {
+func (p *Pair) run(ctx context.Context, name string, args ...string) {
 	p.t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, name), args...)
 	cmd.Dir = p.base
@@ -385,7 +389,7 @@ func (p *PostgresPair) run(ctx context.Context, name string, args ...string) {
 	}
 }
 
-func (p *PostgresPair) writeFile(path, content string) {
+func (p *Pair) writeFile(path, content string) {
 	p.t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		p.t.Fatalf("postgres pair: %v", err)
@@ -399,7 +403,7 @@ func (p *PostgresPair) writeFile(path, content string) {
 
 // query runs one statement on a connection of its own to s and scans its
 // one row into dest.
-func (p *PostgresPair) query(ctx context.Context, s *PostgresServer, dest any, sql string) error {
+func (p *Pair) query(ctx context.Context, s *Server, dest any, sql string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.DSN())
@@ -412,7 +416,7 @@ func (p *PostgresPair) query(ctx context.Context, s *PostgresServer, dest any, s
 
 // poll calls cond until it holds, fails or ctx ends (a failure bound, not
 // a timing assumption).
-func (p *PostgresPair) poll(ctx context.Context, what string, cond func() (bool, error)) {
+func (p *Pair) poll(ctx context.Context, what string, cond func() (bool, error)) {
 	p.t.Helper()
 	for {
 		ok, err := cond()
