@@ -28,6 +28,7 @@ var driverUsers = []string{
 	"github.com/seqbox/seqbox/cmd/",
 	"github.com/seqbox/seqbox/examples/", // programs that open a database
 	"github.com/seqbox/seqbox/internal/dbtest",
+	"github.com/seqbox/seqbox/internal/pgpair", // the failover tests' private servers
 	"github.com/seqbox/seqbox/internal/conformance",
 	"github.com/seqbox/seqbox/internal/relaytest",
 }
