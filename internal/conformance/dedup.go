@@ -137,6 +137,10 @@ func testDedupRace(e *Env) {
 	race := func(key string, commitFirst bool) (first, second outbox.Enqueued) {
 		tx1, err := e.DB.BeginTx(e.Ctx, nil)
 		require.NoError(e.T, err)
+		// A failure below leaves tx1 open; its locks would hold the
+		// cleanup's DROP TABLE forever (a hang instead of a failure).
+		// Cleanups run last first: this one before the env's drop.
+		e.T.Cleanup(func() { _ = tx1.Rollback() })
 		first, err = ob.EnqueueResult(e.Ctx, tx1, "race", msg(key))
 		require.NoError(e.T, err)
 		end := func() {
