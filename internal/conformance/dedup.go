@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/outbox"
@@ -105,8 +106,17 @@ func testDedupKeys(e *Env) {
 	})
 	require.Positive(e.T, ob.Counters().DedupKeysExpired)
 
-	// Bad input: a typed error, nothing written.
-	before := e.Settled(ob)
+	// Bad input: a typed error, nothing written. The short queue's keys
+	// expire meanwhile on a slow machine, and the vacuum prunes them, so
+	// dedup_keys is compared without them: the refused batch is to
+	// orders, whose window is the default.
+	withoutShort := func(counts map[string]int) map[string]int {
+		var n int
+		require.NoError(e.T, e.DB.NewRaw("SELECT COUNT(*) FROM ? WHERE queue <> ?", bun.Ident(e.Prefix+"dedup_keys"), "short").Scan(e.Ctx, &n))
+		counts["dedup_keys"] = n
+		return counts
+	}
+	before := withoutShort(e.Settled(ob))
 	for _, bad := range []string{strings.Repeat("k", outbox.MaxDedupKeyLen+1), "bad\xffutf8"} {
 		_, err := ob.EnqueueBatch(e.Ctx, e.DB, "orders", []outbox.Message{msg("fine", "f"), msg(bad, "b")})
 		require.ErrorIs(e.T, err, outbox.ErrInvalidDedupKey)
@@ -114,7 +124,7 @@ func testDedupKeys(e *Env) {
 		require.True(e.T, errors.As(err, &me))
 		require.Equal(e.T, 1, me.Index)
 	}
-	require.Equal(e.T, before, e.Counts(), "a refused batch writes nothing, its valid keys included")
+	require.Equal(e.T, before, withoutShort(e.Counts()), "a refused batch writes nothing, its valid keys included")
 	_, err = e.Builder().TablePrefix(e.Prefix).Queue("neg", 1, nil, processor.DedupWindow(-time.Second)).Start(e.Ctx)
 	require.ErrorIs(e.T, err, processor.ErrInvalidOptions)
 }
@@ -137,6 +147,10 @@ func testDedupRace(e *Env) {
 	race := func(key string, commitFirst bool) (first, second outbox.Enqueued) {
 		tx1, err := e.DB.BeginTx(e.Ctx, nil)
 		require.NoError(e.T, err)
+		// A failure below leaves tx1 open; its locks would hold the
+		// cleanup's DROP TABLE forever (a hang instead of a failure).
+		// Cleanups run last first: this one before the env's drop.
+		e.T.Cleanup(func() { _ = tx1.Rollback() })
 		first, err = ob.EnqueueResult(e.Ctx, tx1, "race", msg(key))
 		require.NoError(e.T, err)
 		end := func() {
