@@ -174,17 +174,26 @@ func checkTopic(t *testing.T, recs []*kgo.Record, ids []outbox.MessageID, queueP
 // Every other batch's ack is lost after the produce (as when the ack's
 // commit fails) and the batch handed to the relay again: the relay
 // remembers what Kafka confirmed and produces nothing twice.
-func TestRelayOnceAcrossLostAcks(t *testing.T) {
+func TestRelayOnceAcrossLostAcks(t *testing.T) { testOnceAcrossLostAcks(t, false) }
+
+// testOnceAcrossLostAcks relays a queue with every other batch's ack lost
+// after the produce (or the transaction's commit) and checks the topic, as
+// a read_committed consumer when transactional, holds each message once.
+func testOnceAcrossLostAcks(t *testing.T, transactional bool) {
 	t.Parallel()
 	ctx, c, db := setup(t)
-	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs()), Topic: kafkarelay.Topic(topic)})
+	cfg := kafkarelay.Config{Client: newClient(t, c.ListenAddrs()), Topic: kafkarelay.Topic(topic)}
+	if transactional {
+		cfg = kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")), Topic: kafkarelay.Topic(topic), Transactional: true}
+	}
+	h, err := kafkarelay.Handler(cfg)
 	require.NoError(t, err)
 	var repeated atomic.Int64
 	ob := start(ctx, t, db, h, processor.Use(relaytest.PublishTwice(&repeated)))
 	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Positive(t, repeated.Load())
-	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), false), ids, 4), "nothing produced twice")
+	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), transactional), ids, 4), "nothing produced twice")
 }
 
 // TestRelayRefusedRecordRetried: Kafka refuses a produce request to one

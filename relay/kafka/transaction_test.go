@@ -3,7 +3,6 @@ package kafkarelay_test
 import (
 	"bytes"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,19 +22,7 @@ import (
 // TestTransactionalOnceAcrossLostAcks: the transactional relay delivers
 // the queue whole to a read_committed consumer, each key in seq order;
 // a batch whose ack is lost after its commit is not produced again.
-func TestTransactionalOnceAcrossLostAcks(t *testing.T) {
-	t.Parallel()
-	ctx, c, db := setup(t)
-	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")),
-		Topic: kafkarelay.Topic(topic), Transactional: true})
-	require.NoError(t, err)
-	var repeated atomic.Int64
-	ob := start(ctx, t, db, h, processor.Use(relaytest.PublishTwice(&repeated)))
-	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
-	require.NoError(t, ob.WaitProcessed(ctx, ids...))
-	require.Positive(t, repeated.Load())
-	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), true), ids, 4), "nothing committed twice")
-}
+func TestTransactionalOnceAcrossLostAcks(t *testing.T) { testOnceAcrossLostAcks(t, true) }
 
 // TestTransactionalAbortsARefusedBatch: Kafka refuses a produce request to
 // one partition (franz-go then fails the transaction's producer ID): the
