@@ -62,7 +62,7 @@ func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs.Var(intList{&o.DrainMessages}, "drain-messages", "backlog preloaded by the drain scenario; several sizes (200000,1000000) are drained\n"+
 		"in turn each run and compared (msgs/s of each to the first's)")
 	fs.IntVar(&o.LatencyRate, "latency-rate", bench.LatencyRateDefault, "offered msgs/s of the latency scenario")
-	fs.IntVar(&o.CapacityStart, "capacity-start", bench.CapacityStartDefault, "offered msgs/s of the capacity scenario's first step (each next step offers 25% more)")
+	fs.IntVar(&o.CapacityStart, "capacity-start", bench.CapacityStartDefault, "offered msgs/s of the capacity scenario's first step (each next step offers 25% more; the last gap is then bisected twice)")
 	fs.DurationVar(&o.HeldWindow, "held-window", bench.HeldWindowDefault, "held-snapshot: length of each window (plain, then with a snapshot held)")
 	o.PartitionSweep = bench.PartitionSweepDefault()
 	fs.Var(intList{&o.PartitionSweep}, "partition-sweep", "partitions: partition counts to compare (sustained and latency, --duration each)")
