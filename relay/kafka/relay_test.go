@@ -182,12 +182,7 @@ func TestRelayOnceAcrossLostAcks(t *testing.T) { testOnceAcrossLostAcks(t, false
 func testOnceAcrossLostAcks(t *testing.T, transactional bool) {
 	t.Parallel()
 	ctx, c, db := setup(t)
-	cfg := kafkarelay.Config{Client: newClient(t, c.ListenAddrs()), Topic: kafkarelay.Topic(topic)}
-	if transactional {
-		cfg = kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")), Topic: kafkarelay.Topic(topic), Transactional: true}
-	}
-	h, err := kafkarelay.Handler(cfg)
-	require.NoError(t, err)
+	h := handler(t, c, transactional)
 	var repeated atomic.Int64
 	ob := start(ctx, t, db, h, processor.Use(relaytest.PublishTwice(&repeated)))
 	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
@@ -200,18 +195,34 @@ func testOnceAcrossLostAcks(t *testing.T, transactional bool) {
 // partition (a non-retryable error): the relay acks the prefix before the
 // first refused message and the partition retries from there; every
 // message arrives once, each key in seq order.
-func TestRelayRefusedRecordRetried(t *testing.T) {
+func TestRelayRefusedRecordRetried(t *testing.T) { testRefusedRecordRetried(t, false) }
+
+// testRefusedRecordRetried has Kafka refuse two produce requests to one
+// partition and checks the partition retried and the topic, as a
+// read_committed consumer when transactional, holds each message once.
+func testRefusedRecordRetried(t *testing.T, transactional bool) {
 	t.Parallel()
 	ctx, c, db := setup(t)
 	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord, Count: 2})
-	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs()), Topic: kafkarelay.Topic(topic)})
-	require.NoError(t, err)
-	ob := start(ctx, t, db, h)
+	ob := start(ctx, t, db, handler(t, c, transactional))
 	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
 	require.NoError(t, ob.WaitProcessed(ctx, ids...))
 	require.Equal(t, 2, fault.Hits())
 	require.Positive(t, ob.Counters().Retried)
-	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), false), ids, 4), "nothing produced twice")
+	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), transactional), ids, 4), "each message once")
+}
+
+// handler is the relay to the test topic on cluster c: idempotent, or
+// transactional with a transactional ID of its own.
+func handler(t *testing.T, c *kfake.Cluster, transactional bool) processor.Handler {
+	t.Helper()
+	cfg := kafkarelay.Config{Client: newClient(t, c.ListenAddrs()), Topic: kafkarelay.Topic(topic)}
+	if transactional {
+		cfg = kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")), Topic: kafkarelay.Topic(topic), Transactional: true}
+	}
+	h, err := kafkarelay.Handler(cfg)
+	require.NoError(t, err)
+	return h
 }
 
 // TestRelayRetriesUntilTheTopicExists: while the topic does not exist,

@@ -7,10 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/seqbox/seqbox"
 	"github.com/seqbox/seqbox/outbox"
@@ -28,20 +25,7 @@ func TestTransactionalOnceAcrossLostAcks(t *testing.T) { testOnceAcrossLostAcks(
 // one partition (franz-go then fails the transaction's producer ID): the
 // transaction is aborted, the partition retries, and a read_committed
 // consumer sees every message once and in order.
-func TestTransactionalAbortsARefusedBatch(t *testing.T) {
-	t.Parallel()
-	ctx, c, db := setup(t)
-	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: topic, Partitions: []int32{1}, Err: kerr.InvalidRecord, Count: 2})
-	h, err := kafkarelay.Handler(kafkarelay.Config{Client: newClient(t, c.ListenAddrs(), kgo.TransactionalID("relay")),
-		Topic: kafkarelay.Topic(topic), Transactional: true})
-	require.NoError(t, err)
-	ob := start(ctx, t, db, h)
-	ids := relaytest.Enqueue(ctx, t, ob, db, 300)
-	require.NoError(t, ob.WaitProcessed(ctx, ids...))
-	require.Equal(t, 2, fault.Hits())
-	require.Positive(t, ob.Counters().Retried)
-	require.Zero(t, checkTopic(t, read(ctx, t, c.ListenAddrs(), true), ids, 4), "each message once")
-}
+func TestTransactionalAbortsARefusedBatch(t *testing.T) { testRefusedRecordRetried(t, true) }
 
 // TestRefusedRecordIsDeadLettered: a record the client refuses by itself
 // (larger than ProducerBatchMaxBytes) in the middle of a batch. The relay
