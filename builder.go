@@ -55,6 +55,8 @@ const (
 	VacuumIntervalDefault          = vacuum.IntervalDefault
 	VacuumChunkDefault             = vacuum.ChunkDefault
 	TableVacuumIntervalDefault     = vacuum.TableIntervalDefault
+	RotateIntervalDefault          = vacuum.RotateIntervalDefault
+	RotateSizeDefault              = vacuum.RotateSizeDefault
 )
 
 // Builder collects an outbox's configuration; Start validates it and runs
@@ -237,6 +239,28 @@ func (b *Builder) VacuumChunk(n int) *Builder { b.cfg.Vacuum.Chunk = n; return b
 // never. Defaults to TableVacuumIntervalDefault (30s).
 func (b *Builder) TableVacuumInterval(d time.Duration) *Builder {
 	b.cfg.Vacuum.TableInterval = d
+	return b
+}
+
+// RotateInterval sets how old the current generation of the message tables
+// gets before new messages go to the next one, on PostgreSQL, where a
+// generation whose every message is acked is truncated whole instead of
+// pruned row by row (docs/ROTATION.md; elsewhere it does nothing). At
+// least 10ms; negative: this process never rotates, and prunes row by row.
+// Defaults to RotateIntervalDefault: never, until the plan defect
+// docs/ROTATION.md ("Known defect") describes is fixed; 30s is the value
+// measured there.
+func (b *Builder) RotateInterval(d time.Duration) *Builder {
+	b.cfg.Vacuum.RotateInterval = d
+	return b
+}
+
+// RotateSize sets how many bytes the current generation's tables (body and
+// outgoing, indexes included) take before new messages go to the next one,
+// on PostgreSQL (see RotateInterval; elsewhere it does nothing). At least
+// 1 MiB; negative: never by size. Defaults to RotateSizeDefault (256 MiB).
+func (b *Builder) RotateSize(bytes int64) *Builder {
+	b.cfg.Vacuum.RotateSize = bytes
 	return b
 }
 

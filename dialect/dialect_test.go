@@ -79,6 +79,7 @@ func TestNewTables(t *testing.T) {
 		DeadLetters:   "app_dead_letters",
 		DedupKeys:     "app_dedup_keys",
 		SchemaVersion: "app_schema_version",
+		Generations:   "app_generations",
 	}, tables)
 	// Creation order: the version table first (bootstrap), and every table once.
 	require.Equal(t, []string{

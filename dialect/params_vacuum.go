@@ -4,6 +4,8 @@
 
 package dialect
 
+import "time"
+
 // DedupExpireParams bounds one prune of expired dedup keys.
 type DedupExpireParams struct {
 	Limit int
@@ -44,3 +46,60 @@ type TableVacuumResult struct {
 	// holds the turn.
 	Reason string
 }
+
+// TableRotateParams asks for one round of the rotation of body and outgoing
+// (docs/ROTATION.md) where the dialect rotates them.
+type TableRotateParams struct {
+	// Interval switches the current generation once it is older than this;
+	// zero or less: never by age.
+	Interval time.Duration
+	// Size switches the current generation once its body and outgoing
+	// partitions take more than this many bytes (indexes included); zero
+	// or less: never by size.
+	Size int64
+	// Hold is how long the row-by-row prune pauses, in every process, after
+	// a round that kept up. A pinned round ends the pause at once.
+	Hold time.Duration
+	// LockTimeout bounds the wait for a generation's tables before it is
+	// truncated; a round that waits longer tries again next time.
+	LockTimeout time.Duration
+}
+
+// TableRotateResult is what one round did.
+type TableRotateResult struct {
+	// Current is the current generation after the round.
+	Current int
+	// Turn: this process had the turn (one process at a time rotates);
+	// without it the round only read the current generation.
+	Turn bool
+	// Switched: the current generation was switched to the next.
+	Switched bool
+	// Truncated lists the generations truncated this round (a closed
+	// generation that held no row is marked empty without one).
+	Truncated []int
+	// Refused lists the closed generations that could not be emptied yet.
+	Refused []RotateRefusal
+	// Pinned: a switch is due but the next generation is not empty yet (a
+	// consumer far behind, a parked partition). The row-by-row prune then
+	// runs, so that rotation never holds rows the prune would have
+	// removed.
+	Pinned bool
+}
+
+// RotateRefusal is why a closed generation was not truncated.
+type RotateRefusal struct {
+	Gen    int
+	Reason RotateReason
+}
+
+// RotateReason is why a closed generation was not truncated.
+type RotateReason string
+
+// The reasons a closed generation is not truncated.
+const (
+	// RotatePending: a message in it is not acked yet, or not moved yet.
+	RotatePending RotateReason = "messages not acked"
+	// RotateBusy: its tables stayed in use for longer than the lock
+	// timeout (a transaction that reads or writes them is open).
+	RotateBusy RotateReason = "tables in use"
+)

@@ -36,6 +36,10 @@ type Tables struct {
 	DeadLetters   string
 	DedupKeys     string
 	SchemaVersion string
+	// Generations records the generations body and outgoing are rotated
+	// in, where the dialect rotates them (PostgreSQL; docs/ROTATION.md).
+	// It is not in All: only those dialects create it.
+	Generations string
 }
 
 // NewTables derives the table names from a validated prefix.
@@ -54,10 +58,11 @@ func NewTables(prefix string) (Tables, error) {
 		DeadLetters:   prefix + "dead_letters",
 		DedupKeys:     prefix + "dedup_keys",
 		SchemaVersion: prefix + "schema_version",
+		Generations:   prefix + "generations",
 	}, nil
 }
 
-// All lists every table, in creation order.
+// All lists every table every dialect creates, in creation order.
 func (t Tables) All() []string {
 	return []string{t.SchemaVersion, t.Partitions, t.Body, t.Incoming, t.Outgoing, t.Processor, t.VacuumCounter, t.DeadLetters, t.DedupKeys}
 }

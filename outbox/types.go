@@ -60,10 +60,15 @@ type Counters struct {
 	Parked int64
 	// Purged counts purged messages this process's processors passed
 	// over (they had a seq already; see Purge) without a handler call.
-	Purged   int64
+	Purged int64
+	// Vacuumed counts messages this process's vacuum pruned row by row.
 	Vacuumed int64
 	// DedupKeysExpired counts dedup keys this process's vacuum pruned.
 	DedupKeysExpired int64
+	// GenerationsTruncated counts generations of the message tables this
+	// process's vacuum truncated whole, every message in them acked
+	// (PostgreSQL; see Builder.RotateInterval).
+	GenerationsTruncated int64
 }
 
 // PartitionStats is one partition's state in the database.

@@ -34,6 +34,17 @@ const (
 	IntervalDefault      = time.Second
 	ChunkDefault         = 5000
 	TableIntervalDefault = 30 * time.Second
+	// RotateIntervalDefault is never: rotation is opt-in until the plan
+	// defect docs/ROTATION.md ("Known defect") describes is fixed.
+	RotateIntervalDefault    = -1
+	RotateSizeDefault        = 256 << 20
+	RotateLockTimeoutDefault = 100 * time.Millisecond
+)
+
+// Bounds of the rotation settings.
+const (
+	rotateIntervalMin = 10 * time.Millisecond
+	rotateSizeMin     = 1 << 20
 )
 
 // Config tunes the vacuum.
@@ -46,7 +57,19 @@ type Config struct {
 	// the database needs seqbox to (PostgreSQL with autovacuum off; see
 	// TableVacuumer). Defaults to 30s; negative disables it.
 	TableInterval time.Duration
-	Logger        *slog.Logger
+	// RotateInterval switches the current generation of body and outgoing
+	// once it is older than this, where the store rotates them (see
+	// Rotator; docs/ROTATION.md). Negative (the default) disables rotation
+	// in this process, which then prunes row by row.
+	RotateInterval time.Duration
+	// RotateSize switches the current generation once its tables take more
+	// than this many bytes. Defaults to 256 MiB; negative: never by size.
+	RotateSize int64
+	// RotateLockTimeout bounds the wait for a generation's tables before
+	// truncating them. Defaults to 100ms; not a Builder setting (while the
+	// rotator waits, every statement that reads the tables waits behind it).
+	RotateLockTimeout time.Duration
+	Logger            *slog.Logger
 }
 
 // WithDefaults fills zero fields.
@@ -54,6 +77,9 @@ func (c Config) WithDefaults() Config {
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	c.Chunk = cmp.Or(c.Chunk, ChunkDefault)
 	c.TableInterval = cmp.Or(c.TableInterval, TableIntervalDefault)
+	c.RotateInterval = cmp.Or(c.RotateInterval, RotateIntervalDefault)
+	c.RotateSize = cmp.Or(c.RotateSize, RotateSizeDefault)
+	c.RotateLockTimeout = cmp.Or(c.RotateLockTimeout, RotateLockTimeoutDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -69,6 +95,12 @@ func (c Config) Validate() []error {
 	}
 	if c.Chunk < 1 || c.Chunk > 100000 {
 		errs = append(errs, configerr.New("VacuumChunk", "%d: must be 1..100000", c.Chunk))
+	}
+	if c.RotateInterval > 0 && c.RotateInterval < rotateIntervalMin {
+		errs = append(errs, configerr.New("RotateInterval", "%v: must be at least %v, or negative for never", c.RotateInterval, rotateIntervalMin))
+	}
+	if c.RotateSize > 0 && c.RotateSize < rotateSizeMin {
+		errs = append(errs, configerr.New("RotateSize", "%d: must be at least %d bytes, or negative for never by size", c.RotateSize, rotateSizeMin))
 	}
 	return errs
 }
@@ -91,14 +123,27 @@ type TableVacuumer interface {
 	TableVacuum(ctx context.Context, params *dialect.TableVacuumParams) (dialect.TableVacuumResult, error)
 }
 
+// Rotator is an optional Store capability, found by type assertion:
+// body and outgoing kept in generations that are truncated whole once every
+// message in them is acked, instead of pruned row by row (PostgreSQL;
+// docs/ROTATION.md). The vacuum task calls it every round (a fraction of
+// Config.RotateInterval, at most Config.Interval); while it keeps up, the
+// store's VacuumCounterList lists nothing to prune, and when a generation
+// is pinned (a consumer far behind, a parked partition), it lists again:
+// rotation never keeps rows the prune would have removed.
+type Rotator interface {
+	TableRotate(ctx context.Context, params *dialect.TableRotateParams) (dialect.TableRotateResult, error)
+}
+
 // Vacuum is the pruning task.
 type Vacuum struct {
-	d       Store
-	cfg     Config
-	log     *slog.Logger
-	workers int
-	deleted atomic.Int64
-	expired atomic.Int64
+	d         Store
+	cfg       Config
+	log       *slog.Logger
+	workers   int
+	deleted   atomic.Int64
+	expired   atomic.Int64
+	truncated atomic.Int64
 }
 
 // New builds a vacuum; cfg must be validated.
@@ -117,14 +162,20 @@ func (v *Vacuum) Deleted() int64 { return v.deleted.Load() }
 // ExpiredKeys is the number of dedup keys this process has pruned.
 func (v *Vacuum) ExpiredKeys() int64 { return v.expired.Load() }
 
+// Truncated is the number of generations this process has truncated.
+func (v *Vacuum) Truncated() int64 { return v.truncated.Load() }
+
 // Run sweeps every Interval until stopping closes or ctx ends.
 func (v *Vacuum) Run(ctx context.Context, stopping <-chan struct{}) error {
 	waitCtx, cancel := lifecycle.UntilStopping(ctx, stopping)
 	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	if tv, ok := v.d.(TableVacuumer); ok && v.cfg.TableInterval > 0 {
-		var wg sync.WaitGroup
 		wg.Go(func() { v.vacuumTables(waitCtx, tv) })
-		defer wg.Wait()
+	}
+	if r, ok := v.d.(Rotator); ok && v.cfg.RotateInterval > 0 {
+		wg.Go(func() { v.rotate(waitCtx, r) })
 	}
 	failures := 0
 	for {
@@ -259,6 +310,53 @@ func (v *Vacuum) vacuumTables(ctx context.Context, tv TableVacuumer) {
 			v.log.Warn("table vacuum failed; trying again next interval", slog.Any("error", err))
 		case res.Vacuumed:
 			v.log.Debug("tables vacuumed", slog.Duration("took", time.Since(began)))
+		}
+	}
+}
+
+// rotateRound is how often the rotator runs: often enough to switch close
+// to RotateInterval and to truncate soon after a generation is acked.
+func (c Config) rotateRound() time.Duration {
+	return max(min(c.Interval, c.RotateInterval/4), 5*time.Millisecond)
+}
+
+// rotateHoldMargin is how much longer than a few rounds a round's hold of
+// the prune lasts: the turn is the table VACUUM's too, and a round that
+// finds it taken does not renew the hold, so the hold outlasts a VACUUM of
+// the tables rather than let the prune start and stop again meanwhile.
+const rotateHoldMargin = 30 * time.Second
+
+// rotate runs a round of the store's rotation every rotateRound until ctx
+// ends; failures are logged and tried again next round. Each round that
+// keeps up holds the row-by-row prune for a while more, so that the prune
+// resumes by itself if this process stops.
+func (v *Vacuum) rotate(ctx context.Context, r Rotator) {
+	round := v.cfg.rotateRound()
+	params := &dialect.TableRotateParams{Interval: v.cfg.RotateInterval, Size: max(v.cfg.RotateSize, 0),
+		Hold: 5*round + rotateHoldMargin, LockTimeout: v.cfg.RotateLockTimeout}
+	pinned := false
+	for lifecycle.Sleep(ctx, round) {
+		var res dialect.TableRotateResult
+		err := lifecycle.Safely(func() (err error) {
+			res, err = r.TableRotate(ctx, params)
+			return err
+		})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			v.log.Warn("table rotation failed; trying again next round", slog.Any("error", err))
+			continue
+		case err != nil:
+			return
+		}
+		v.truncated.Add(int64(len(res.Truncated)))
+		if res.Turn && res.Pinned != pinned {
+			pinned = res.Pinned
+			if pinned {
+				v.log.Info("rotation pinned: a generation still holds messages not acked; pruning row by row meanwhile",
+					slog.Any("refused", res.Refused))
+			} else {
+				v.log.Info("rotation keeps up again; row-by-row pruning paused")
+			}
 		}
 	}
 }

@@ -145,3 +145,63 @@ func TestSweepExpiresDedupKeysInChunks(t *testing.T) {
 	require.Eventually(t, func() bool { return v.ExpiredKeys() == 25 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, stop())
 }
+
+// fakeRotator is a Store that rotates: it counts rounds and reports each
+// round's params.
+type fakeRotator struct {
+	*fakeDialect
+	rounds chan *dialect.TableRotateParams
+}
+
+func (f *fakeRotator) TableRotate(_ context.Context, p *dialect.TableRotateParams) (dialect.TableRotateResult, error) {
+	f.rounds <- p
+	return dialect.TableRotateResult{Turn: true, Truncated: []int{1}}, nil
+}
+
+// TestRotateRounds: a store that rotates gets a round every quarter of the
+// rotation interval (at most the vacuum interval), with a hold of the prune
+// longer than several rounds, and each truncation is counted; a negative
+// interval runs no round.
+func TestRotateRounds(t *testing.T) {
+	t.Parallel()
+	f := &fakeRotator{fakeDialect: &fakeDialect{swept: make(chan int, 1)}, rounds: make(chan *dialect.TableRotateParams)}
+	v := New(f, Config{Interval: time.Hour, RotateInterval: 40 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopping := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- v.Run(context.Background(), stopping) }()
+	for range 3 {
+		p := <-f.rounds
+		require.Equal(t, 40*time.Millisecond, p.Interval)
+		require.Equal(t, int64(RotateSizeDefault), p.Size)
+		require.Equal(t, RotateLockTimeoutDefault, p.LockTimeout)
+		require.Greater(t, p.Hold, 5*10*time.Millisecond, "the hold outlasts several rounds")
+	}
+	close(stopping)
+	go func() {
+		for range f.rounds { // a round in flight when Run stops
+		}
+	}()
+	require.NoError(t, <-done)
+	close(f.rounds) // Run has returned: no round sends any more
+	require.GreaterOrEqual(t, v.Truncated(), int64(3))
+
+	off := &fakeRotator{fakeDialect: &fakeDialect{swept: make(chan int, 1)}, rounds: make(chan *dialect.TableRotateParams, 1)}
+	v = New(off, Config{Interval: time.Hour, RotateInterval: -1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopping = make(chan struct{})
+	go func() { done <- v.Run(context.Background(), stopping) }()
+	<-off.swept // the first sweep ran: Run is under way
+	close(stopping)
+	require.NoError(t, <-done)
+	require.Empty(t, off.rounds, "rotation off: no round")
+}
+
+func TestValidateRotation(t *testing.T) {
+	t.Parallel()
+	ok := Config{RotateInterval: -1, RotateSize: -1}.WithDefaults()
+	require.Empty(t, ok.Validate())
+	bad := Config{RotateInterval: time.Millisecond, RotateSize: 1024}.WithDefaults()
+	errs := bad.Validate()
+	require.Len(t, errs, 2)
+	require.ErrorContains(t, errs[0], "RotateInterval")
+	require.ErrorContains(t, errs[1], "RotateSize")
+}

@@ -52,12 +52,19 @@ WHERE partition_id IN (?pids)`,
 		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "},
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
-	// Every batch in one statement, a seq range per partition (seqs are
-	// gap-free above processed_seq, so "the next n" is (lo, hi]), joined by
-	// UNION ALL; the body probed by primary key from each outgoing row.
-	ReadParts: kit.Inline(`?parts`, kit.List{Name: "parts", Sep: " UNION ALL ",
-		Item: `SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id WHERE o.partition_id = ?pid AND o.seq > ?lo AND o.seq <= ?hi`}),
+	// Every batch in one prepared statement, a seq range per partition
+	// (seqs are gap-free above processed_seq, so "the next n" is (lo, hi]),
+	// the ranges one JSON value [[pid,lo,hi],…]. The partition_id
+	// condition is written as a range (>= and <=) so that the server reads
+	// outgoing by "range checked for each record": one index range per
+	// partition, from its cursor to its limit; as an equality it would
+	// read every entry of the partition and filter. The body is probed by
+	// primary key from each outgoing row.
+	ReadRanges: kit.Prepare(`SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN {outgoing} o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN {body} b ON b.id = o.body_id`),
+	RangesArgs: func(rs []dialect.VacuumRange, _ int) kit.Args { return kit.Args{"ranges": kit.RangesJSON(rs)} },
 }
 
 // ProcessorLeaseGroup takes several partitions' leases in one transaction;

@@ -1,8 +1,10 @@
-// Package mysql is the seqbox dialect for MySQL 8.0.4+ and MariaDB 10.6+
-// (both have SKIP LOCKED and JSON_TABLE). TiDB, which speaks the same
-// protocol, is refused (ErrUnsupportedServer; docs/DISTRIBUTED.md). Open the
-// *bun.DB with mysqldialect and, for readable timestamps, parseTime=true;
-// seqbox itself writes times as UTC.
+// Package mysql is the seqbox dialect for MariaDB 10.6+ (SKIP LOCKED,
+// JSON_TABLE; tested on 10.11). It also opens MySQL 8.0.4+, which has both,
+// but MySQL is not tested and not supported: MySQL refuses idempotent
+// enqueue's locking read over JSON_TABLE (README, "Databases"). TiDB,
+// which speaks the same protocol, is refused (ErrUnsupportedServer;
+// docs/DISTRIBUTED.md). Open the *bun.DB with mysqldialect and, for
+// readable timestamps, parseTime=true; seqbox itself writes times as UTC.
 //
 // Every statement the dialect runs is written out whole in this package,
 // one file per area (docs/ARCHITECTURE.md, "The SQL layer"), and rendered

@@ -11,12 +11,14 @@ import (
 
 // insertSQL writes a chunk as two multi-row statements: the bodies, then
 // the incoming rows in the same order, so that incoming ids (the FIFO
-// order) follow the caller's.
+// order) follow the caller's. ?gen is the generation the process caches
+// (rotate.go): the body goes to that partition of body, and incoming
+// records it for the move, which writes the outgoing row to the same one.
 var insertSQL = kit.InsertSQL{
-	Bodies: kit.Inline(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
-		kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, now())`)),
-	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id) VALUES ?rows`,
-		kit.Rows(`(?pid, ?id)`)),
+	Bodies: kit.Inline(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ?rows`,
+		kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, now(), ?gen)`)),
+	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`,
+		kit.Rows(`(?pid, ?id, ?gen)`)),
 }
 
 // insertOne is the chunk written in one statement.
@@ -28,10 +30,10 @@ type insertOne struct {
 }
 
 var insertOneSQL = insertOne{
-	Insert: kit.Inline(`WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?bodies)
-INSERT INTO {incoming} (partition_id, body_id) VALUES ?incoming`,
-		kit.List{Name: "bodies", Item: `(?id, ?key, ?payload_type, ?payload, ?headers, now())`, Sep: ", "},
-		kit.List{Name: "incoming", Item: `(?pid, ?id)`, Sep: ", "}),
+	Insert: kit.Inline(`WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ?bodies)
+INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?incoming`,
+		kit.List{Name: "bodies", Item: `(?id, ?key, ?payload_type, ?payload, ?headers, now(), ?gen)`, Sep: ", "},
+		kit.List{Name: "incoming", Item: `(?pid, ?id, ?gen)`, Sep: ", "}),
 }
 
 // cteInsertMaxRows is the largest chunk written as one statement
@@ -42,14 +44,17 @@ INSERT INTO {incoming} (partition_id, body_id) VALUES ?incoming`,
 const cteInsertMaxRows = 49
 
 // MessageInsertMany writes each chunk: small ones in one statement, larger
-// ones as two.
+// ones as two. Every row goes to the generation the process caches, read
+// once per call so that a body and its incoming row always agree; a stale
+// one is safe (rotate.go).
 func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
-	two := insertSQL.Insert(d.Runner)
+	gen := d.gens.current(d)
+	two := insertSQL.InsertGen(d.Runner, gen)
 	return kit.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
 		if len(rows) > cteInsertMaxRows {
 			return two(ctx, conn, rows)
 		}
-		_, err := d.Exec(ctx, conn, insertOneSQL.Insert, kit.Args{"bodies": kit.BodyRows(rows), "incoming": kit.IncomingRows(rows)})
+		_, err := d.Exec(ctx, conn, insertOneSQL.Insert, kit.Args{"bodies": kit.BodyRowsGen(rows, gen), "incoming": kit.IncomingRowsGen(rows, gen)})
 		return err
 	})
 }

@@ -1,6 +1,8 @@
 package postgres
 
 import (
+	"context"
+
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
@@ -22,4 +24,61 @@ func RenderMoveReads(d dialect.Dialect, db *bun.DB, pids []int64, limit int) (ma
 		return nil, err
 	}
 	return map[string]string{"Select": sel, "ManySelect": many}, nil
+}
+
+// OnRotate sets d's hook into a truncation's transaction (rotateHook).
+func OnRotate(d dialect.Dialect, hook func(ctx context.Context, stage string, tx bun.Tx) error) {
+	d.(*pgDialect).onRotate = hook
+}
+
+// MigrateTo applies the bootstrap and the first version migrations, as a
+// release that had only those did, and records them.
+func MigrateTo(ctx context.Context, db *bun.DB, prefix string, version int) error {
+	s, err := kit.LoadSchema(migrationFS)
+	if err != nil {
+		return err
+	}
+	s.Migrations = s.Migrations[:version]
+	stmts, err := s.Render(prefix)
+	if err != nil {
+		return err
+	}
+	for _, q := range stmts {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	for v := 1; v <= version; v++ {
+		if _, err := db.ExecContext(ctx, "INSERT INTO ? (version) VALUES (?)", bun.Ident(prefix+"schema_version"), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Migration returns migration version's statements for prefix.
+func Migration(prefix string, version int) ([]string, error) {
+	s, err := kit.LoadSchema(migrationFS)
+	if err != nil {
+		return nil, err
+	}
+	s.Bootstrap = "SELECT 1"
+	s.Migrations = s.Migrations[version-1 : version]
+	stmts, err := s.Render(prefix)
+	if err != nil {
+		return nil, err
+	}
+	return stmts[1:], nil
+}
+
+// RenderBatchRead renders the batch read (OutgoingList) of partition pid
+// after seq after, for the external plan test.
+func RenderBatchRead(d dialect.Dialect, db *bun.DB, pid, after int64, limit int) (string, error) {
+	return d.(*pgDialect).Runner.Render(db.QueryGen(), processorSQL.OutgoingList, kit.Args{"pid": pid, "after": after, "limit": limit})
+}
+
+// RenderIncomingPartitions renders the reconciler's list of partitions with
+// rows to move, for the external plan test.
+func RenderIncomingPartitions(d dialect.Dialect, db *bun.DB) (string, error) {
+	return d.(*pgDialect).Runner.Render(db.QueryGen(), moveSQL.IncomingPartitions, nil)
 }

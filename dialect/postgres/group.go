@@ -70,10 +70,16 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST
 	// "Figures behind design choices", "Group read of constant shape").
 	ReadRanges: kit.Prepare(`SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint[])) AS r(pid, lo, hi)
-CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM {outgoing} o
+CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM {outgoing} o
 	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b`),
-	RangesArg: func(ids []int64) any { return kit.PGArray(ids) },
+CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b`),
+	RangesArgs: func(rs []dialect.VacuumRange, limit int) kit.Args {
+		pids, los, his := make([]int64, len(rs)), make([]int64, len(rs)), make([]int64, len(rs))
+		for i, r := range rs {
+			pids[i], los[i], his[i] = r.PartitionID, r.FromSeq, r.ToSeq
+		}
+		return kit.Args{"pids": kit.PGArray(pids), "los": kit.PGArray(los), "his": kit.PGArray(his), "limit": limit}
+	},
 }
 
 // ProcessorLeaseGroup takes several partitions' leases in one transaction;

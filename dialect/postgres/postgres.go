@@ -6,13 +6,14 @@
 // Every statement the dialect runs is written out whole in this package,
 // in the file of its area (schema.go, queues.go, enqueue.go, dedup.go,
 // sequencer.go, processor.go, group.go, deadletters.go, purge.go,
-// vacuum.go, stats.go, listen.go), as a field of a statement set; New
+// vacuum.go, rotate.go, stats.go, listen.go), as a field of a statement set; New
 // hands every set to kit.New, which checks them all at construction
 // (docs/ARCHITECTURE.md, "The SQL layer"). testdata/sql/postgres.sql shows
 // each one as it is sent.
 package postgres
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -30,11 +31,15 @@ var migrationFS embed.FS
 // pgDialect is the PostgreSQL implementation of dialect.Dialect. It writes
 // several operations as single statements (data-modifying CTEs) where that
 // measured faster, and implements engine.AckLeaser, engine.GroupLeaser,
-// vacuum.TableVacuumer and the wake-ups (listen.go).
+// vacuum.TableVacuumer, vacuum.Rotator (rotate.go) and the wake-ups
+// (listen.go).
 type pgDialect struct {
 	*kit.Runner
 	listen ListenFunc        // nil: no wake-ups from other processes
 	commit SynchronousCommit // seqbox's own transactions' synchronous_commit
+	gens   gens              // the generation new messages go to (rotate.go)
+	// onRotate is a test's hook into a truncation (rotateHook); nil.
+	onRotate func(ctx context.Context, stage string, tx bun.Tx) error
 }
 
 var (
@@ -141,7 +146,7 @@ var statementSets = []any{
 	groupSQL,
 	deadLetterSQL,
 	purgeSQL,
-	vacuumSQL,
+	vacuumSQL, rotateSQL,
 	statsSQL, statsSettingsSQL,
 	wakeupSQL,
 }

@@ -66,7 +66,7 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// do not depend on statistics"; BENCHMARKS.md, "Figures behind design
 	// choices", "Body probed by primary key"). Every read of body here has this shape.
 	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit`),
 	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
 	// only to park (?park > 0): any other outcome clears it. These run in
@@ -130,7 +130,7 @@ var leaseSQL = leases{
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-	FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+	FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 	WHERE o.partition_id = ?pid AND o.seq > l.processed_seq ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`),
 	Ack: kit.Prepare(`UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error,
@@ -151,7 +151,7 @@ u AS (UPDATE {processor} SET processed_seq = ?seq,
 SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM {processor} WHERE partition_id = ?pid) AS seen_purges, u.leased,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-	FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+	FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 	WHERE o.partition_id = ?pid AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT ?limit) m ON true
 ORDER BY m.seq`),
 	Returning: kit.Prepare(`UPDATE {processor} SET locked_by = ?owner,

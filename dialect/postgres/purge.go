@@ -20,29 +20,29 @@ var purgeSQL = kit.PurgeSQL{
 		THEN COALESCE(lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 WHERE i.partition_id = ?pid AND b.headers::jsonb @> CAST(?headers AS jsonb)
 ORDER BY i.id LIMIT ?limit`),
 	// Counts: one statement, so one snapshot: a message the sequencer
 	// moves meanwhile is counted in one stage, not both.
 	Counts: kit.Inline(`SELECT p.id AS partition_id,
-	(SELECT COUNT(*) FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 		WHERE i.partition_id = p.id AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS incoming,
-	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
 		AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS in_flight,
-	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
 		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
 	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
 ORDER BY p.id`),
 	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)
 ORDER BY o.seq LIMIT ?limit`),
 	CountOutgoing: kit.Inline(`SELECT COUNT(*) FROM {outgoing} o
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0
 	AND b.headers::jsonb @> CAST(?headers AS jsonb)`),
 	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),

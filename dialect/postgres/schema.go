@@ -68,7 +68,15 @@ func (d *pgDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatusPar
 	return schemaSQL.Status(ctx, d.Runner)
 }
 
-// SchemaDrop drops every table of the prefix.
+// SchemaDrop drops every table of the prefix, the generations of body
+// and outgoing with their parents, and the generations table, which only
+// this dialect has.
 func (d *pgDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
-	return schemaSQL.Drop(ctx, d.Runner)
+	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
+		return err
+	}
+	if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": bun.Ident(d.Tables().Generations)}); err != nil {
+		return dialect.Wrap(err, "drop "+d.Tables().Generations)
+	}
+	return nil
 }

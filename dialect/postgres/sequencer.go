@@ -89,8 +89,17 @@ type moves struct {
 }
 
 var moveSQL = moves{
+	// The reconciler's list: one probe of each partition's head from its
+	// bound, by the (partition_id, xid, id) index (the ORDER BY makes the
+	// index the only cheap way). A scalar subquery, not EXISTS: with many
+	// partitions, or on a table grown by dead rows, the planner turned the
+	// EXISTS into a hash semi-join over a scan of all of incoming, dead rows
+	// included, once a second; under a held snapshot each call walked every
+	// row deleted since it began (docs/ARCHITECTURE.md, "Plans that do not
+	// depend on statistics").
 	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
-WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid)`),
+WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`),
 
 	Lock: kit.Inline(`SELECT (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
@@ -104,7 +113,7 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// output column, which the index does not order, and every move read
 	// and sorted the partition's whole backlog from the bound (23 ms for
 	// 20,000 rows, against 0.06 ms for the first 100 by index).
-	Select: kit.Inline(`SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid,
+	Select: kit.Inline(`SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top
 FROM {incoming} i
@@ -126,12 +135,12 @@ ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
 	// row, its top NULL: that move fails (errNoProcessor). m orders by
 	// the table's columns: a bare "ORDER BY xid" names the bigint output
 	// column, and the index no longer gives that order (see Select).
-	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.xid
+	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
 	FROM {processor} pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
-CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM {incoming} i
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM {incoming} i
 	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
 	ORDER BY i.xid, i.id LIMIT ?limit) m
 ORDER BY r.pid, m.xid, m.id`),
@@ -140,10 +149,13 @@ FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, bound)
 WHERE p.id = u.pid`),
 }
 
-// writeSQL is the end of every several-statement move.
+// writeSQL is the end of every several-statement move. An outgoing row
+// goes to the generation of its body (incoming.body_gen, ?gen), so that a
+// generation's bodies and outgoing rows are truncated together
+// (docs/ROTATION.md).
 var writeSQL = kit.WriteSQL{
-	InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
-		kit.Rows(`(?pid, ?seq, ?body_id, now())`)),
+	InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at, gen) VALUES ?rows`,
+		kit.Rows(`(?pid, ?seq, ?body_id, now(), ?gen)`)),
 	// By ctid, read under the partition lock, which makes it stable: only
 	// the lock holder deletes a partition's rows and nothing updates them.
 	// A join of the ids to the primary key was planned, once autovacuum's
@@ -179,11 +191,12 @@ func (d *pgDialect) IncomingPartitionList(ctx context.Context, _ *dialect.Incomi
 }
 
 type moveRow struct {
-	ID     int64  `bun:"id"`
-	TID    string `bun:"tid"`
-	BodyID []byte `bun:"body_id"`
-	XID    int64  `bun:"xid"`
-	Top    *int64 `bun:"top"` // nil: no processor row
+	ID      int64  `bun:"id"`
+	TID     string `bun:"tid"`
+	BodyID  []byte `bun:"body_id"`
+	BodyGen int16  `bun:"body_gen"`
+	XID     int64  `bun:"xid"`
+	Top     *int64 `bun:"top"` // nil: no processor row
 }
 
 // errNoProcessor refuses to number a partition without a processor row
@@ -252,7 +265,7 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 		}
 		moved := make([]kit.MovedRow, len(rows))
 		for i, r := range rows {
-			moved[i] = kit.MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID}
+			moved[i] = kit.MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID, Gen: r.BodyGen}
 		}
 		if err := writeSQL.Write(ctx, d.Runner, tx, moved); err != nil {
 			return err
@@ -272,6 +285,7 @@ type moveManyRow struct {
 	ID          int64  `bun:"id"`
 	TID         string `bun:"tid"`
 	BodyID      []byte `bun:"body_id"`
+	BodyGen     int16  `bun:"body_gen"`
 	XID         int64  `bun:"xid"`
 }
 
@@ -335,7 +349,7 @@ func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMov
 		}
 		writes := make([]kit.MovedRow, len(rows))
 		for i, r := range rows {
-			writes[i] = kit.MovedRow{PartitionID: r.PartitionID, Seq: seqs[i], BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID}
+			writes[i] = kit.MovedRow{PartitionID: r.PartitionID, Seq: seqs[i], BodyID: r.BodyID, IncomingID: r.ID, IncomingTID: r.TID, Gen: r.BodyGen}
 		}
 		if err := writeSQL.Write(ctx, d.Runner, tx, writes); err != nil {
 			return err

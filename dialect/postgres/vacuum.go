@@ -13,7 +13,10 @@ import (
 // and, with autovacuum off, the VACUUM of seqbox's tables.
 type vacuums struct {
 	// Counters reads the partitions whose cursor is past what has been
-	// pruned (kit.VacuumCounters).
+	// pruned (kit.VacuumCounters), none while the rotator holds the prune:
+	// it keeps up, and truncating whole generations removes those rows
+	// (rotate.go; docs/ARCHITECTURE.md, "Vacuum"). The hold lapses by
+	// itself if the rotator stops, and ends when a generation is pinned.
 	Counters *kit.Stmt
 	// DeleteSettings plans the rest of Delete's transaction with nested
 	// loops only and commits it as seqbox's setting says (docs/ARCHITECTURE.md,
@@ -48,7 +51,8 @@ type vacuums struct {
 
 var vacuumSQL = vacuums{
 	Counters: kit.Inline(`SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v
-JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq`),
+JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+	AND NOT EXISTS (SELECT 1 FROM {generations} g WHERE g.prune_held_until > now())`),
 	DeleteSettings: kit.Inline(`SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
 	set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true)`),
 	Delete: kit.Inline(`WITH r AS (SELECT * FROM unnest(CAST(?pids AS bigint[]), CAST(?froms AS bigint[]), CAST(?tos AS bigint[])) AS r(pid, lo, hi)),
@@ -119,7 +123,9 @@ func (d *pgDialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParam
 		_, _ = d.Exec(context.WithoutCancel(ctx), conn, vacuumSQL.Unlock, lock)
 	}()
 	t := d.Tables()
-	for _, table := range []string{t.Incoming, t.Outgoing, t.Body, t.Partitions, t.Processor, t.VacuumCounter, t.DedupKeys} {
+	// body and outgoing are partitioned: VACUUM of each parent vacuums its
+	// generations.
+	for _, table := range []string{t.Incoming, t.Outgoing, t.Body, t.Partitions, t.Processor, t.VacuumCounter, t.DedupKeys, t.Generations} {
 		if _, err := d.Exec(ctx, conn, vacuumSQL.Table, kit.Args{"table": bun.Ident(table)}); err != nil {
 			return dialect.TableVacuumResult{}, err
 		}

@@ -33,8 +33,10 @@ const (
 	preloadBatch     = 1000
 	preloadProducers = 2
 	// drainTimeout bounds every wait for a backlog to be delivered; hitting
-	// it means seqbox stalled or lost messages, which the error reports.
-	drainTimeout = 5 * time.Minute
+	// it means seqbox stalled or lost messages, which the error reports. A
+	// 5M-message drain on a 2-core machine under other load took more than
+	// the 5 minutes this once was.
+	drainTimeout = 20 * time.Minute
 	stopTimeout  = 30 * time.Second
 )
 

@@ -36,9 +36,14 @@ func readStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 // backends update when they go idle or at most about once a second.
 func postgresStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 	t := d.Tables()
-	rows, err := d.DB().QueryContext(ctx, `SELECT c.relname, pg_total_relation_size(c.oid), COALESCE(s.n_dead_tup, 0), COALESCE(s.n_live_tup, 0)
+	// body and outgoing are partitioned in generations (docs/ROTATION.md):
+	// each partition counts under its parent's name.
+	rows, err := d.DB().QueryContext(ctx, `SELECT COALESCE(p.relname, c.relname), SUM(pg_total_relation_size(c.oid)),
+			SUM(COALESCE(s.n_dead_tup, 0)), SUM(COALESCE(s.n_live_tup, 0))
 		FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-		WHERE c.relkind = 'r' AND c.relname IN (?) AND c.relnamespace = to_regnamespace(current_schema())`, bun.List(t.All()))
+			LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = i.inhparent
+		WHERE c.relkind = 'r' AND COALESCE(p.relname, c.relname) IN (?) AND c.relnamespace = to_regnamespace(current_schema())
+		GROUP BY 1`, bun.List(t.All()))
 	if err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 	}

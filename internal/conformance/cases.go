@@ -71,6 +71,7 @@ func Cases() []Case {
 		{"AsyncCommits", testAsyncCommits},
 		{"VacuumBoundsStorage", testVacuumBoundsStorage}, // 7
 		{"TableVacuum", testTableVacuum},                 // 7
+		{"RotationNothingLost", testRotationNothingLost}, // 1, 2, 7
 		{"StatsReportsBacklog", testStatsReportsBacklog},
 		{"RegistrationIdempotent", testRegistrationIdempotent},
 		{"RegistrationMaxPartitions", testRegistrationMaxPartitions},

@@ -88,6 +88,7 @@ func testCrashRestartNothingLost(e *Env) {
 	drainLedger(e, ob)
 	require.NoError(e.T, ob.Stop(e.Ctx))
 	verifyLedger(e)
+	requireRotated(e)
 }
 
 // crashWorker is one worker slot: a process started, killed and started

@@ -254,6 +254,8 @@ func testBadInputWritesNothing(e *Env) {
 		"sequencer batch":     e.Builder().SequencerBatchSize(-1),
 		"processor conc.":     e.Builder().ProcessorConcurrency(-2),
 		"vacuum interval":     e.Builder().VacuumInterval(-time.Second),
+		"rotate interval":     e.Builder().RotateInterval(time.Millisecond),
+		"rotate size":         e.Builder().RotateSize(1024),
 		"negative batch":      e.Builder().Queue("q", 1, nil, processor.BatchSize(-1)),
 	} {
 		ob, err := b.Start(e.Ctx)

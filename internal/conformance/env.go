@@ -86,12 +86,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 // wake-ups across processes on PostgreSQL.
 func (e *Env) Builder() *seqbox.Builder { return e.BuilderOn(e.DB) }
 
+// TestRotateInterval is the rotation interval of every test's outbox: short,
+// so that on PostgreSQL, where the message tables rotate (docs/ROTATION.md),
+// every case runs across many rotations.
+const TestRotateInterval = 200 * time.Millisecond
+
 // BuilderOn is Builder on db, a handle of this env's database (one with a
 // query hook, say).
 func (e *Env) BuilderOn(db *bun.DB) *seqbox.Builder {
 	return withListener(seqbox.New(db).TablePrefix(e.Prefix).Migrate(true).Logger(e.Logger()).
 		PollInterval(50*time.Millisecond).ReconcileInterval(200*time.Millisecond).
-		VacuumInterval(100*time.Millisecond), db)
+		VacuumInterval(100*time.Millisecond).RotateInterval(TestRotateInterval), db)
 }
 
 // withListener gives b a wake-up listener on PostgreSQL (the test-only
@@ -133,7 +138,8 @@ func (e *Env) ScratchTable(name, columns string) string {
 	return table
 }
 
-// Settled waits until ob's vacuum has nothing left to prune and returns
+// Settled waits until ob's vacuum has nothing left to prune and no acked
+// row is left for a rotation to truncate (docs/ROTATION.md), and returns
 // the row counts, which then stay still while nothing is enqueued: the
 // "writes nothing" checks of a pipeline that has just delivered.
 func (e *Env) Settled(ob *Outbox) map[string]int {
@@ -141,6 +147,12 @@ func (e *Env) Settled(ob *Outbox) map[string]int {
 	var last map[string]int
 	e.Eventually("vacuum to settle", func() bool {
 		if n, err := ob.Sweep(e.Ctx); err != nil || n > 0 {
+			return false
+		}
+		var acked int
+		require.NoError(e.T, e.DB.NewRaw("SELECT COUNT(*) FROM ? o JOIN ? p ON p.partition_id = o.partition_id WHERE o.seq <= p.processed_seq",
+			bun.Ident(e.Prefix+"outgoing"), bun.Ident(e.Prefix+"processor")).Scan(e.Ctx, &acked))
+		if acked > 0 {
 			return false
 		}
 		now := e.Counts()

@@ -95,6 +95,7 @@ func testConnectionFaultsNothingLost(e *Env) {
 	drainLedger(e, ob)
 	require.NoError(e.T, ob.Stop(e.Ctx))
 	verifyLedger(e)
+	requireRotated(e)
 }
 
 // faultyPostgres opens the test database under an application name of

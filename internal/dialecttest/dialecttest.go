@@ -65,6 +65,7 @@ func Run(t *testing.T, open Open) {
 	t.Run("VacuumCounterList", func(t *testing.T) { testVacuumCounterList(t, open) })
 	t.Run("VacuumDelete", func(t *testing.T) { testVacuumDelete(t, open) })
 	t.Run("TableVacuum", func(t *testing.T) { testTableVacuum(t, open) })
+	t.Run("TableRotate", func(t *testing.T) { testTableRotate(t, open) })
 	t.Run("PartitionStats", func(t *testing.T) { testPartitionStats(t, open) })
 	t.Run("DeadLetters", func(t *testing.T) { testDeadLetters(t, open) })
 	t.Run("ProcessorFailingList", func(t *testing.T) { testProcessorFailingList(t, open) })

@@ -275,7 +275,10 @@ func (e *env) waitBlocked(table string) {
 		diag = "SELECT concat_ws(' ', state, wait_event_type, query) FROM pg_stat_activity"
 	case dialect.MySQL:
 		q = "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?"
-		diag = "SELECT CONCAT_WS(' ', trx_state, trx_query) FROM information_schema.innodb_trx"
+		// The process list as well: a statement waiting for a metadata
+		// lock, or not yet sent, is no InnoDB transaction.
+		diag = `SELECT CONCAT_WS(' ', 'trx', trx_state, trx_query) FROM information_schema.innodb_trx
+UNION ALL SELECT CONCAT_WS(' ', 'process', command, state, info) FROM information_schema.processlist WHERE db = DATABASE()`
 		// InnoDB refreshes what innodb_trx shows only when it has not been
 		// read for 100 ms: a faster poll would see the same rows forever.
 		every = 150 * time.Millisecond

@@ -17,7 +17,7 @@ func (o *Outbox) Counters() outbox.Counters {
 	return outbox.Counters{
 		Enqueued: o.enqueued.Load(), Duplicates: o.duplicates.Load(), Sequenced: o.seq.Sequenced(), Delivered: pc.Delivered,
 		Retried: pc.Retried, DeadLettered: pc.DeadLettered, Parked: pc.Parked, Purged: pc.Purged, Vacuumed: o.vac.Deleted(),
-		DedupKeysExpired: o.vac.ExpiredKeys(),
+		DedupKeysExpired: o.vac.ExpiredKeys(), GenerationsTruncated: o.vac.Truncated(),
 	}
 }
 

@@ -89,7 +89,7 @@ func startRabbitCluster(ctx context.Context, t *testing.T, n int) *rabbitCluster
 	require.NoError(t, os.WriteFile(c.envf, nil, 0o600))
 	plugins := filepath.Join(dir, "enabled_plugins")
 	require.NoError(t, os.WriteFile(plugins, []byte("[].\n"), 0o600)) // no management or other listeners
-	ports := freePorts(t, 2*n)
+	ports := relaytest.FreePorts(t, 2*n)
 	run := fmt.Sprintf("sbq%06x", rand.IntN(1<<24)) // concurrent runs register distinct names with epmd
 	for i := range n {
 		c.nodes = append(c.nodes, &rabbitNode{name: fmt.Sprintf("%s-%d@localhost", run, i+1),
@@ -254,39 +254,6 @@ func (nd *rabbitNode) kill(t testing.TB) {
 	case <-time.After(30 * time.Second):
 		t.Errorf("node %s did not exit after SIGKILL", nd.name)
 	}
-}
-
-// freePorts picks n distinct ports that are free now, below the kernel's
-// range of ephemeral ports, so that no outgoing connection takes one
-// before its node listens on it.
-func freePorts(t *testing.T, n int) []int {
-	hi := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if p, err := strconv.Atoi(f[0]); err == nil {
-				hi = p
-			}
-		}
-	}
-	lo := 10000
-	if hi-lo < 1000 {
-		lo = 1024
-	}
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		require.Less(t, tries, 1000, "no free port in %d-%d", lo, hi)
-		p := lo + rand.IntN(hi-lo)
-		if slices.Contains(ports, p) {
-			continue
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = ln.Close()
-		ports = append(ports, p)
-	}
-	return ports
 }
 
 // consumeAll reads every message of the broker queue name, which no one

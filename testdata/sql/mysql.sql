@@ -201,10 +201,13 @@ locked_until = CASE WHEN partition_id IN (7) THEN TIMESTAMPADD(MICROSECOND, (CAS
 lease_limit = CASE WHEN partition_id IN (7) THEN (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END) ELSE lease_limit END
 WHERE partition_id IN (7, 8);
 
--- GroupSQL.ReadParts (inlined)
-SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 UNION ALL SELECT o.partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141;
+-- GroupSQL.ReadRanges (prepared)
+-- prepared as: SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r JOIN seqbox_outgoing o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi JOIN seqbox_body b ON b.id = o.body_id
+-- parameters: ranges
+SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN seqbox_outgoing o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN seqbox_body b ON b.id = o.body_id;
 
 -- DeadLetterSQL.List (inlined)
 SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,

@@ -33,14 +33,14 @@ INSERT INTO seqbox_processor (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHI
 INSERT INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
 
 -- InsertSQL.Bodies (inlined)
-INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now()), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now());
+INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1);
 
 -- InsertSQL.Incoming (inlined)
-INSERT INTO seqbox_incoming (partition_id, body_id) VALUES (7, '\x019b3c7f'), (7, '\x019b3c7f');
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, '\x019b3c7f', 1), (7, '\x019b3c7f', 1);
 
 -- insertOne.Insert (inlined)
-WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now()), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now()))
-INSERT INTO seqbox_incoming (partition_id, body_id) VALUES (7, '\x019b3c7f'), (7, '\x019b3c7f');
+WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1))
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, '\x019b3c7f', 1), (7, '\x019b3c7f', 1);
 
 -- pending.List (inlined)
 SELECT b.id FROM seqbox_body b
@@ -65,7 +65,8 @@ AND expires_at <= now();
 
 -- moves.IncomingPartitions (inlined)
 SELECT pa.id FROM seqbox_partitions pa
-WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid);
+WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
 -- moves.Lock (inlined)
 SELECT (incoming_xid::text)::bigint AS bound,
@@ -77,7 +78,7 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (inlined)
-SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid,
+SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top
 FROM seqbox_incoming i
@@ -97,12 +98,12 @@ WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.ManySelect (inlined)
-SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.xid
+SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS r(pid, bound)
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
 	FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
-CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
 	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
 	ORDER BY i.xid, i.id LIMIT 100) m
 ORDER BY r.pid, m.xid, m.id;
@@ -113,7 +114,7 @@ FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid
 WHERE p.id = u.pid;
 
 -- WriteSQL.InsertOutgoing (inlined)
-INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, '\x019b3c7e', now()), (7, 42, '\x019b3c7e', now());
+INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) VALUES (7, 42, '\x019b3c7e', now(), 1), (7, 42, '\x019b3c7e', now(), 1);
 
 -- WriteSQL.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST('{"(0,1)","(0,2)"}' AS tid[]));
@@ -136,10 +137,10 @@ WHERE partition_id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- ProcessorSQL.OutgoingList (prepared)
--- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > $2 ORDER BY o.seq LIMIT $3
+-- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > $2 ORDER BY o.seq LIMIT $3
 -- parameters: pid, after, limit
 SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100;
 
 -- ProcessorSQL.Update (prepared)
@@ -167,7 +168,7 @@ RETURNING id, partition_id, seq;
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = now() WHERE status = 'replayed' AND replay_id IN ('\x019b3c81');
 
 -- leases.Batch (prepared)
--- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($5 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
+-- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($5 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
 -- parameters: owner, lease_us, limit, pid, sync_commit
 WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
@@ -181,7 +182,7 @@ WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 	WHERE o.partition_id = 7 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT 100) m ON true
 ORDER BY m.seq;
 
@@ -195,7 +196,7 @@ WHERE partition_id = 7 AND (CAST('host-1:4242' AS text) = '' OR locked_by = 'hos
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- leases.AckLease (prepared)
--- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', COALESCE(CAST($6 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
+-- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', COALESCE(CAST($6 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
 -- parameters: pid, seq, lease_us, limit, owner, sync_commit
 WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = 7 AND seq = CAST(42 AS bigint) + 1) IS NOT NULL AS more),
 u AS (UPDATE seqbox_processor SET processed_seq = 42,
@@ -210,7 +211,7 @@ u AS (UPDATE seqbox_processor SET processed_seq = 42,
 SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges, u.leased,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 	WHERE o.partition_id = 7 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT 100) m ON true
 ORDER BY m.seq;
 
@@ -261,13 +262,13 @@ UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHE
 WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.ReadRanges (prepared)
--- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+-- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 -- parameters: pids, los, his, limit
 SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{41,56}' AS bigint[]), CAST('{141,156}' AS bigint[])) AS r(pid, lo, hi)
-CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged FROM seqbox_outgoing o
+CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM seqbox_outgoing o
 	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT 100) o
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b;
+CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b;
 
 -- DeadLetterSQL.List (inlined)
 SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,
@@ -380,18 +381,18 @@ FROM seqbox_processor WHERE partition_id = 7 FOR NO KEY UPDATE;
 
 -- PurgeSQL.Incoming (inlined)
 SELECT i.id, i.body_id FROM seqbox_incoming i
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 WHERE i.partition_id = 7 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
 ORDER BY i.id LIMIT 100;
 
 -- PurgeSQL.Counts (inlined)
 SELECT p.id AS partition_id,
-	(SELECT COUNT(*) FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 		WHERE i.partition_id = p.id AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS incoming,
-	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
 		AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS in_flight,
-	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+	(SELECT COUNT(*) FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
 		THEN COALESCE(pr.lease_limit, CAST(100 AS BIGINT)) ELSE 0 END AS lease_window
@@ -400,13 +401,13 @@ ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
 SELECT o.seq, o.body_id FROM seqbox_outgoing o
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
 ORDER BY o.seq LIMIT 100;
 
 -- PurgeSQL.CountOutgoing (inlined)
 SELECT COUNT(*) FROM seqbox_outgoing o
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0
 	AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb);
 
@@ -427,7 +428,8 @@ UPDATE seqbox_processor SET purges = purges + 1 WHERE partition_id = 7;
 
 -- vacuums.Counters (inlined)
 SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM seqbox_vacuum_counter v
-JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq;
+JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+	AND NOT EXISTS (SELECT 1 FROM seqbox_generations g WHERE g.prune_held_until > now());
 
 -- vacuums.DeleteSettings (inlined)
 SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
@@ -452,15 +454,66 @@ SELECT pg_advisory_unlock(hashtext('seqbox_table_vacuum'));
 -- vacuums.Table (inlined)
 VACUUM (SKIP_LOCKED) "seqbox_body";
 
+-- rotations.Current (inlined)
+SELECT gen FROM seqbox_generations WHERE state = 'current';
+
+-- rotations.State (inlined)
+SELECT g.gen, g.state,
+	COALESCE(g.opened_at < now() - CAST(30000000 AS double precision) * interval '1 microsecond', false) AS old,
+	pg_total_relation_size(to_regclass('seqbox_body_g' || g.gen)) + pg_total_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) AS size
+FROM seqbox_generations g ORDER BY g.gen;
+
+-- rotations.Empty (inlined)
+SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM "seqbox_outgoing_g1");
+
+-- rotations.Pending (inlined)
+SELECT EXISTS (SELECT 1 FROM seqbox_processor pr
+		WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq LIMIT 1) IS NOT NULL)
+	OR EXISTS (SELECT 1 FROM seqbox_partitions pa
+		WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+			AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1)) AS pending,
+	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
+
+-- rotations.LockTimeout (inlined)
+SELECT set_config('lock_timeout', '100ms', true);
+
+-- rotations.Lock (inlined)
+LOCK TABLE "seqbox_outgoing_g1", "seqbox_body_g1" IN ACCESS EXCLUSIVE MODE;
+
+-- rotations.Truncate (inlined)
+TRUNCATE "seqbox_outgoing_g1", "seqbox_body_g1";
+
+-- rotations.MarkEmpty (inlined)
+UPDATE seqbox_generations SET state = 'empty', truncated_at = now() WHERE gen = 1 AND state = 'closed';
+
+-- rotations.Switch (inlined)
+UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN gen = 1 THEN now() ELSE opened_at END,
+	closed_at = CASE WHEN gen = 0 THEN now() ELSE closed_at END,
+	prune_held_until = CASE WHEN gen = 1 THEN (SELECT prune_held_until FROM seqbox_generations WHERE gen = 0) END
+WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
+
+-- rotations.Hold (inlined)
+UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS bigint) > 0
+	THEN now() + CAST(1500000 AS double precision) * interval '1 microsecond' END
+WHERE state = 'current';
+
+-- rotations.Pruned (inlined)
+UPDATE seqbox_vacuum_counter v SET pruned_seq = n.seq
+FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM seqbox_outgoing o
+		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
+	FROM seqbox_processor pr JOIN seqbox_vacuum_counter vc ON vc.partition_id = pr.partition_id) n
+WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq;
+
 -- StatsSQL.PartitionStats (inlined)
 SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
 	COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
-	(SELECT b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id LIMIT 1) b
+	(SELECT b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
 	(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid) AS incoming,
-	(SELECT b.created_at FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id LIMIT 1) b
+	(SELECT b.created_at FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 		WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7

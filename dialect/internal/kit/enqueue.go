@@ -47,27 +47,38 @@ func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, inser
 
 // Insert writes the body rows, then the incoming rows in the same order,
 // so incoming ids (the FIFO order) follow the caller's order.
-func (s *InsertSQL) Insert(r *Runner) InsertChunk {
+func (s *InsertSQL) Insert(r *Runner) InsertChunk { return s.InsertGen(r, 0) }
+
+// InsertGen is Insert whose rows also give ?gen, the generation they are
+// written to (BodyRowsGen, IncomingRowsGen).
+func (s *InsertSQL) InsertGen(r *Runner, gen int16) InsertChunk {
 	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		if _, err := r.Exec(ctx, conn, s.Bodies, Args{"rows": BodyRows(rows)}); err != nil {
+		if _, err := r.Exec(ctx, conn, s.Bodies, Args{"rows": BodyRowsGen(rows, gen)}); err != nil {
 			return err
 		}
-		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": IncomingRows(rows)})
+		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": IncomingRowsGen(rows, gen)})
 		return err
 	}
 }
 
 // BodyRows are the items of body rows: ?id ?key ?payload_type ?payload
 // ?headers.
-func BodyRows(rows []dialect.MessageRow) []Item {
+func BodyRows(rows []dialect.MessageRow) []Item { return BodyRowsGen(rows, 0) }
+
+// BodyRowsGen are BodyRows that also give ?gen, the generation the rows
+// are written to where the dialect rotates its tables (docs/ROTATION.md).
+func BodyRowsGen(rows []dialect.MessageRow, gen int16) []Item {
 	out := make([]Item, len(rows))
 	for i := range rows {
-		out[i] = bodyRow{&rows[i]}
+		out[i] = bodyRow{&rows[i], gen}
 	}
 	return out
 }
 
-type bodyRow struct{ m *dialect.MessageRow }
+type bodyRow struct {
+	m   *dialect.MessageRow
+	gen int16
+}
 
 func (r bodyRow) Value(name string) (any, bool) {
 	switch name {
@@ -81,6 +92,8 @@ func (r bodyRow) Value(name string) (any, bool) {
 		return r.m.Payload, true
 	case "headers":
 		return HeadersArg(r.m.Headers), true
+	case "gen":
+		return r.gen, true
 	}
 	return nil, false
 }
@@ -90,15 +103,22 @@ func (r bodyRow) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]b
 }
 
 // IncomingRows are the items of incoming rows: ?pid ?id.
-func IncomingRows(rows []dialect.MessageRow) []Item {
+func IncomingRows(rows []dialect.MessageRow) []Item { return IncomingRowsGen(rows, 0) }
+
+// IncomingRowsGen are IncomingRows that also give ?gen, the generation of
+// the rows' bodies (BodyRowsGen).
+func IncomingRowsGen(rows []dialect.MessageRow, gen int16) []Item {
 	out := make([]Item, len(rows))
 	for i := range rows {
-		out[i] = incomingRow{&rows[i]}
+		out[i] = incomingRow{&rows[i], gen}
 	}
 	return out
 }
 
-type incomingRow struct{ m *dialect.MessageRow }
+type incomingRow struct {
+	m   *dialect.MessageRow
+	gen int16
+}
 
 func (r incomingRow) Value(name string) (any, bool) {
 	switch name {
@@ -106,6 +126,8 @@ func (r incomingRow) Value(name string) (any, bool) {
 		return r.m.PartitionID, true
 	case "id":
 		return r.m.ID[:], true
+	case "gen":
+		return r.gen, true
 	}
 	return nil, false
 }

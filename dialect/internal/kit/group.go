@@ -40,14 +40,16 @@ type GroupSQL struct {
 	// ?limit_cases as in TakeLease, their attempt counted.
 	AckLease *Stmt
 	// ReadRanges reads every leased batch in one statement of constant
-	// shape: ranges given as three arrays ?pids ?los ?his, ?limit the
-	// largest range; partition_id and the OutgoingRow columns. Prepared.
-	// Or ReadParts: ?parts, one item per range (?pid ?lo ?hi) joined by
-	// UNION ALL.
-	ReadRanges *Stmt `kit:"optional"`
-	// RangesArg renders ReadRanges' arrays.
-	RangesArg func(ids []int64) any
-	ReadParts *Stmt `kit:"optional"`
+	// shape, so it is prepared once and planned once, whatever the number
+	// of partitions (a UNION ALL arm per partition cost MySQL 0.7–3.4 ms
+	// of parsing and planning at 32 partitions: BENCHMARKS.md, "MariaDB's
+	// several-partition read has a constant shape"). It returns
+	// partition_id and the OutgoingRow columns.
+	ReadRanges *Stmt
+	// RangesArgs binds the ranges, each a partition's (FromSeq, ToSeq],
+	// and where the statement takes it the largest range, limit: arrays
+	// on PostgreSQL, one JSON value on MySQL.
+	RangesArgs func(ranges []dialect.VacuumRange, limit int) Args
 }
 
 // groupState is a processor row locked by a group.
@@ -232,26 +234,15 @@ func (s *GroupSQL) read(ctx context.Context, r *Runner, taken []groupState, limi
 	if len(taken) == 0 {
 		return out, nil
 	}
+	ranges := make([]dialect.VacuumRange, len(taken))
+	largest := 0
+	for i, t := range taken {
+		ranges[i] = dialect.VacuumRange{PartitionID: t.PartitionID, FromSeq: t.ProcessedSeq, ToSeq: t.ProcessedSeq + int64(limits[t.PartitionID])}
+		largest = max(largest, limits[t.PartitionID])
+	}
 	var rows []groupRow
-	if s.ReadRanges != nil {
-		pids, los, his := make([]int64, len(taken)), make([]int64, len(taken)), make([]int64, len(taken))
-		largest := 0
-		for i, t := range taken {
-			pids[i], los[i], his[i] = t.PartitionID, t.ProcessedSeq, t.ProcessedSeq+int64(limits[t.PartitionID])
-			largest = max(largest, limits[t.PartitionID])
-		}
-		if err := r.Query(ctx, r.DB(), s.ReadRanges, Args{"pids": s.RangesArg(pids), "los": s.RangesArg(los),
-			"his": s.RangesArg(his), "limit": largest}, &rows); err != nil {
-			return nil, err
-		}
-	} else {
-		parts := make([]Args, len(taken))
-		for i, t := range taken {
-			parts[i] = Args{"pid": t.PartitionID, "lo": t.ProcessedSeq, "hi": t.ProcessedSeq + int64(limits[t.PartitionID])}
-		}
-		if err := r.Query(ctx, r.DB(), s.ReadParts, Args{"parts": parts}, &rows); err != nil {
-			return nil, err
-		}
+	if err := r.Query(ctx, r.DB(), s.ReadRanges, s.RangesArgs(ranges, largest), &rows); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(rows, func(a, b groupRow) int {
 		return cmp.Or(cmp.Compare(a.PartitionID, b.PartitionID), cmp.Compare(a.Seq, b.Seq))

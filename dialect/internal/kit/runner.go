@@ -128,6 +128,7 @@ func tableWords(t dialect.Tables) map[string]string {
 		"dead_letters":   t.DeadLetters,
 		"dedup_keys":     t.DedupKeys,
 		"schema_version": t.SchemaVersion,
+		"generations":    t.Generations,
 	}
 }
 

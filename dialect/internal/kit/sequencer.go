@@ -245,6 +245,9 @@ type MovedRow struct {
 	// IncomingTID is the row's ctid as text, "(block,offset)", where the
 	// dialect deletes by it (PostgreSQL); empty elsewhere.
 	IncomingTID string
+	// Gen is the generation of the row's body, which its outgoing row
+	// takes, where the dialect rotates its tables (PostgreSQL); 0 elsewhere.
+	Gen int16
 }
 
 // IncomingIDs are the incoming ids of moved rows.
@@ -272,7 +275,8 @@ func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []Moved
 	return err
 }
 
-// outgoingRow is a moved row as an item of InsertOutgoing: ?pid ?seq ?body_id.
+// outgoingRow is a moved row as an item of InsertOutgoing: ?pid ?seq
+// ?body_id, and ?gen where the dialect rotates its tables.
 type outgoingRow struct{ m *MovedRow }
 
 func (r outgoingRow) Value(name string) (any, bool) {
@@ -283,6 +287,8 @@ func (r outgoingRow) Value(name string) (any, bool) {
 		return r.m.Seq, true
 	case "body_id":
 		return r.m.BodyID, true
+	case "gen":
+		return r.m.Gen, true
 	}
 	return nil, false
 }

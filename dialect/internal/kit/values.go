@@ -76,7 +76,8 @@ func HexJSONArray(keys [][]byte) string {
 	return string(append(b, ']'))
 }
 
-// RangesJSON renders vacuum ranges as one JSON value, [[pid,from,to],…].
+// RangesJSON renders seq ranges (a prune's, a batch read's) as one JSON
+// value, [[pid,from,to],…].
 func RangesJSON(rs []dialect.VacuumRange) string {
 	b := make([]byte, 0, 24*len(rs)+2)
 	b = append(b, '[')

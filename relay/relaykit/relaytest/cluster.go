@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,17 +55,39 @@ func Binary(t testing.TB, name string) string {
 
 // FreePorts returns n distinct local TCP ports that were free a moment ago:
 // a cluster's members must know each other's ports before they start, so
-// the OS cannot pick them when they listen.
+// the OS cannot pick them when they listen. They are picked below the
+// kernel's range of ephemeral ports, so that no outgoing connection (a
+// member dialling another, a client) takes one before its member listens
+// on it, which a port the OS hands out for listening could be.
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	hi := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if p, err := strconv.Atoi(f[0]); err == nil {
+				hi = p
+			}
 		}
-		defer ln.Close() // held until all are picked, so they differ
-		ports[i] = ln.Addr().(*net.TCPAddr).Port
+	}
+	lo := 10000
+	if hi-lo < 1000 {
+		lo = 1024
+	}
+	var ports []int
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			t.Fatalf("no %d free ports in %d-%d", n, lo, hi)
+		}
+		p := lo + rand.IntN(hi-lo)
+		if slices.Contains(ports, p) {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue
+		}
+		_ = ln.Close()
+		ports = append(ports, p)
 	}
 	return ports
 }

@@ -1,0 +1,400 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/internal/kit"
+)
+
+// Tables rotated instead of pruned (docs/ROTATION.md). body and outgoing
+// are LIST-partitioned by gen into three generations, {body}_g0..2 and
+// {outgoing}_g0..2 (migration 011). New messages go to the current
+// generation; a message's outgoing row goes to its body's generation. A
+// closed generation whose every message is acked is truncated whole,
+// instead of deleted row by row and vacuumed.
+//
+// Truncation never relies on writers having moved on, only on checks made
+// under a lock (docs/ARCHITECTURE.md, "Tables and locks"): in one
+// transaction the rotator takes ACCESS EXCLUSIVE locks on the
+// generation's two tables, waiting at most the lock timeout; then checks
+// that no live incoming row has its body there and that none of its
+// outgoing rows is above its partition's cursor; then truncates. A writer
+// in flight holds a lock on the partition it wrote, so the rotator's lock
+// waits for its commit or rollback, and the checks, run after the lock,
+// see what it committed. A writer that comes after the lock writes into
+// the emptied table, where the pipeline finds its rows as it finds any
+// other: every read goes through the parent, all three generations.
+
+// genRefresh is how old the cached generation may get before an enqueue
+// starts reading it again.
+const genRefresh = time.Second
+
+// gens caches the current generation for enqueue. Until it is first read,
+// it says 0: a stale generation only delays a truncation, never loses a
+// row (see above), so a cache that is wrong is safe, only slower to free
+// space.
+type gens struct {
+	gen        atomic.Int32
+	at         atomic.Int64 // time.Now().UnixNano() of the last read, 0 never
+	refreshing atomic.Bool
+	mu         sync.Mutex // serialises writers, so that a read never overwrites a newer one
+	version    uint64     // under mu: writes so far
+}
+
+// current is the cached generation. When it is older than genRefresh it
+// starts one read in the background: the caller's enqueue never waits for
+// it and runs no extra statement in its transaction.
+func (g *gens) current(d *pgDialect) int16 {
+	if time.Since(time.Unix(0, g.at.Load())) > genRefresh && g.refreshing.CompareAndSwap(false, true) {
+		g.mu.Lock()
+		v := g.version
+		g.mu.Unlock()
+		go func() {
+			defer g.refreshing.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var cur []int16
+			if err := d.Query(ctx, d.DB(), rotateSQL.Current, nil, &cur); err == nil && len(cur) == 1 {
+				g.store(int(cur[0]), v)
+			}
+		}()
+	}
+	return int16(g.gen.Load())
+}
+
+// set records gen as current, read now.
+func (g *gens) set(gen int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.version++
+	g.gen.Store(int32(gen))
+	g.at.Store(time.Now().UnixNano())
+}
+
+// store records gen, read in the background, unless a write newer than the
+// read's start (version) came first: the rotator's own switch, say.
+func (g *gens) store(gen int, version uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.version != version {
+		return
+	}
+	g.version++
+	g.gen.Store(int32(gen))
+	g.at.Store(time.Now().UnixNano())
+}
+
+// rotations is the rotator's statements. The generation's tables are
+// ?body and ?outgoing, bun.Ident values ({body}_gN, {outgoing}_gN).
+type rotations struct {
+	// Current reads the current generation.
+	Current *kit.Stmt
+	// State reads every generation: its state; whether it was opened more
+	// than ?interval_us ago; the bytes its two partitions take (file
+	// sizes, indexes and TOAST included: exact, and costs no scan).
+	State *kit.Stmt
+	// Empty reads whether ?body and ?outgoing hold no row at all (a
+	// closed generation nothing was written to is marked empty without
+	// truncating it: no lock).
+	Empty *kit.Stmt
+	// Pending reads whether generation ?gen holds a message not acked,
+	// and its snapshot's xmin: an outgoing row above its partition's
+	// cursor (one probe per partition, first: it is what usually
+	// answers), or a live incoming row whose body is there, read as the
+	// move reads (by each partition's index from its lower bound: the
+	// backlog, never the dead rows below the bound), from xid ?since on.
+	// Run once without a lock from 0, so that a generation still in use
+	// is not locked for nothing, then under the lock, where it decides,
+	// from the first run's xmin: a row committed since the first run's
+	// snapshot has an xid at or above its xmin, and every older live row
+	// the first run saw. So the check under the lock, while the pipeline
+	// waits, reads the probes and only the newest incoming rows, not the
+	// whole backlog again.
+	Pending *kit.Stmt
+	// LockTimeout sets the lock timeout ?timeout (text, "100ms") for the
+	// rest of the transaction.
+	LockTimeout *kit.Stmt
+	// Lock and Truncate lock and empty ?outgoing and ?body. outgoing first:
+	// the pipeline's transactions take them in that order (a
+	// transactional handler's probes outgoing, then reads its batch with
+	// the bodies), and the other order deadlocked with them until the lock
+	// timeout, refusing most truncations under traffic.
+	Lock     *kit.Stmt
+	Truncate *kit.Stmt
+	// MarkEmpty marks closed generation ?gen empty.
+	MarkEmpty *kit.Stmt
+	// Switch closes current generation ?from and opens empty generation
+	// ?to (two rows, or none: the states moved meanwhile); the prune's
+	// hold moves with the current row.
+	Switch *kit.Stmt
+	// Hold pauses the row-by-row prune until ?hold_us from now, or ends
+	// the pause (?hold_us 0); see vacuumSQL.Counters.
+	Hold *kit.Stmt
+	// Pruned moves each partition's pruned_seq up to what is now gone: the
+	// seq below the first row left above it, never past the cursor
+	// (vacuum_counter.pruned_seq: every row at or below it is deleted). A
+	// move running meanwhile adds rows only above the cursor.
+	Pruned *kit.Stmt
+}
+
+var rotateSQL = rotations{
+	Current: kit.Inline(`SELECT gen FROM {generations} WHERE state = 'current'`),
+	State: kit.Inline(`SELECT g.gen, g.state,
+	COALESCE(g.opened_at < now() - CAST(?interval_us AS double precision) * interval '1 microsecond', false) AS old,
+	pg_total_relation_size(to_regclass('{body}_g' || g.gen)) + pg_total_relation_size(to_regclass('{outgoing}_g' || g.gen)) AS size
+FROM {generations} g ORDER BY g.gen`),
+	Empty: kit.Inline(`SELECT NOT EXISTS (SELECT 1 FROM ?body) AND NOT EXISTS (SELECT 1 FROM ?outgoing)`),
+	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr
+		WHERE (SELECT o.seq FROM ?outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq LIMIT 1) IS NOT NULL)
+	OR EXISTS (SELECT 1 FROM {partitions} pa
+		WHERE EXISTS (SELECT 1 FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+			AND i.xid >= CAST(CAST(?since AS text) AS xid8) AND i.body_gen = ?gen)) AS pending,
+	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin`),
+	LockTimeout: kit.Inline(`SELECT set_config('lock_timeout', ?timeout, true)`),
+	Lock:        kit.Inline(`LOCK TABLE ?outgoing, ?body IN ACCESS EXCLUSIVE MODE`),
+	Truncate:    kit.Inline(`TRUNCATE ?outgoing, ?body`),
+	MarkEmpty:   kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = now() WHERE gen = ?gen AND state = 'closed'`),
+	Switch: kit.Inline(`UPDATE {generations} SET state = CASE WHEN gen = ?to THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN gen = ?to THEN now() ELSE opened_at END,
+	closed_at = CASE WHEN gen = ?from THEN now() ELSE closed_at END,
+	prune_held_until = CASE WHEN gen = ?to THEN (SELECT prune_held_until FROM {generations} WHERE gen = ?from) END
+WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty')`),
+	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS bigint) > 0
+	THEN now() + CAST(?hold_us AS double precision) * interval '1 microsecond' END
+WHERE state = 'current'`),
+	Pruned: kit.Inline(`UPDATE {vacuum_counter} v SET pruned_seq = n.seq
+FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM {outgoing} o
+		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
+	FROM {processor} pr JOIN {vacuum_counter} vc ON vc.partition_id = pr.partition_id) n
+WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq`),
+}
+
+// The generation states, as {generations}.state holds them.
+const (
+	genCurrent = "current"
+	genClosed  = "closed"
+	genEmpty   = "empty"
+)
+
+// generations is the number of generations; migration 011 creates them.
+const generations = 3
+
+type genRow struct {
+	Gen   int    `bun:"gen"`
+	State string `bun:"state"`
+	Old   bool   `bun:"old"`
+	Size  int64  `bun:"size"`
+}
+
+// errPending rolls back a truncation whose checks under the lock found a
+// message not acked.
+var errPending = errors.New("seqbox: generation holds messages not acked")
+
+// rotateHook runs the test hook at a stage of a truncation's transaction
+// ("locked": after the lock, before the checks; "truncated": before the
+// commit), so that a test can kill the connection there. nil outside tests.
+func (d *pgDialect) rotateHook(ctx context.Context, stage string, tx bun.Tx) error {
+	if d.onRotate == nil {
+		return nil
+	}
+	return d.onRotate(ctx, stage, tx)
+}
+
+// genTables are generation gen's two tables.
+func (d *pgDialect) genTables(gen int) kit.Args {
+	t := d.Tables()
+	s := "_g" + strconv.Itoa(gen)
+	return kit.Args{"body": bun.Ident(t.Body + s), "outgoing": bun.Ident(t.Outgoing + s)}
+}
+
+// TableRotate runs one round of the rotation; see vacuum.Rotator. Every
+// process reads the current generation (enqueue's cache); the process that
+// holds the turn — the advisory lock TableVacuum takes, so that a table
+// VACUUM and a truncation never queue behind each other — also truncates
+// closed generations, switches the current one when it is due, and holds
+// or releases the row-by-row prune.
+func (d *pgDialect) TableRotate(ctx context.Context, p *dialect.TableRotateParams) (dialect.TableRotateResult, error) {
+	var res dialect.TableRotateResult
+	_, cur, err := d.genState(ctx, p.Interval)
+	if err != nil {
+		return res, err
+	}
+	d.gens.set(cur)
+	res.Current = cur
+	conn, err := d.DB().Conn(ctx)
+	if err != nil {
+		return res, d.Wrap(err)
+	}
+	defer conn.Close()
+	lock := kit.Args{"name": d.Tables().Prefix + "table_vacuum"}
+	var got bool
+	if err := d.Query(ctx, conn, vacuumSQL.TryLock, lock, &got); err != nil {
+		return res, err
+	}
+	if !got {
+		return res, nil
+	}
+	defer func() {
+		_, _ = d.Exec(context.WithoutCancel(ctx), conn, vacuumSQL.Unlock, lock)
+	}()
+	res.Turn = true
+	// State again, under the turn: the previous holder may have moved it.
+	rows, cur, err := d.genState(ctx, p.Interval)
+	if err != nil {
+		return res, err
+	}
+	// The oldest closed generation first: it is the next to open.
+	for _, g := range []int{(cur + 1) % generations, (cur + 2) % generations} {
+		if rows[g].State != genClosed {
+			continue
+		}
+		truncated, reason, err := d.truncateGen(ctx, g, p.LockTimeout)
+		if err != nil {
+			return res, fmt.Errorf("seqbox: rotate: truncate generation %d: %w", g, err)
+		}
+		if reason != "" {
+			res.Refused = append(res.Refused, dialect.RotateRefusal{Gen: g, Reason: reason})
+			continue
+		}
+		rows[g].State = genEmpty
+		if truncated {
+			res.Truncated = append(res.Truncated, g)
+		}
+	}
+	if len(res.Truncated) > 0 {
+		if _, err := d.Exec(ctx, d.DB(), rotateSQL.Pruned, nil); err != nil {
+			return res, err
+		}
+	}
+	due := rows[cur].Old || (p.Size > 0 && rows[cur].Size > p.Size)
+	if due {
+		next := (cur + 1) % generations
+		if rows[next].State != genEmpty {
+			res.Pinned = true
+		} else if switched, err := d.switchGen(ctx, cur, next); err != nil {
+			return res, err
+		} else if switched {
+			d.gens.set(next)
+			res.Switched, res.Current = true, next
+		}
+	}
+	hold := p.Hold
+	if res.Pinned {
+		hold = 0
+	}
+	if _, err := d.Exec(ctx, d.DB(), rotateSQL.Hold, kit.Args{"hold_us": hold.Microseconds()}); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// genState reads the generations, indexed by gen, and the current one.
+func (d *pgDialect) genState(ctx context.Context, interval time.Duration) ([]genRow, int, error) {
+	if interval <= 0 {
+		interval = 100 * 365 * 24 * time.Hour // never by age
+	}
+	var rows []genRow
+	if err := d.Query(ctx, d.DB(), rotateSQL.State, kit.Args{"interval_us": interval.Microseconds()}, &rows); err != nil {
+		return nil, 0, err
+	}
+	cur := -1
+	for i, r := range rows {
+		if r.Gen != i {
+			return nil, 0, fmt.Errorf("seqbox: rotate: generation %d found at row %d: the generations table is damaged", r.Gen, i)
+		}
+		if r.State == genCurrent {
+			cur = i
+		}
+	}
+	if len(rows) != generations || cur < 0 {
+		return nil, 0, fmt.Errorf("seqbox: rotate: %d generations, current %d: the generations table is damaged", len(rows), cur)
+	}
+	return rows, cur, nil
+}
+
+// switchGen makes next, empty, the current generation, and cur closed.
+// An idle current generation is switched too: closing it costs two row
+// updates, and a closed generation that holds nothing is marked empty
+// without a lock; and so a pinned generation comes round as the next one,
+// and pins, whether messages flow or not.
+func (d *pgDialect) switchGen(ctx context.Context, cur, next int) (bool, error) {
+	n, err := d.Affected(ctx, d.DB(), rotateSQL.Switch, kit.Args{"from": cur, "to": next})
+	if err != nil {
+		return false, err
+	}
+	return n == 2, nil
+}
+
+// truncateGen empties closed generation g if every message in it is acked,
+// and marks it empty (truncated: it held rows); it returns why not
+// otherwise. The decision is the check made under the lock: the one before
+// it only spares a lock that would be taken for nothing.
+func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Duration) (truncated bool, _ dialect.RotateReason, _ error) {
+	tables := d.genTables(g)
+	var empty bool
+	if err := d.Query(ctx, d.DB(), rotateSQL.Empty, tables, &empty); err != nil {
+		return false, "", err
+	}
+	if empty {
+		// Nothing to free: no lock. Nothing is pending either: an incoming
+		// row's body is in its generation, committed with it. A stale
+		// writer may still add rows to an empty generation, as to a
+		// truncated one (see above).
+		_, err := d.Exec(ctx, d.DB(), rotateSQL.MarkEmpty, kit.Args{"gen": g})
+		return false, "", err
+	}
+	check := kit.Args{"gen": g, "outgoing": tables["outgoing"], "since": int64(0)}
+	var pending bool
+	var xmin int64
+	if err := d.Query(ctx, d.DB(), rotateSQL.Pending, check, &pending, &xmin); err != nil {
+		return false, "", err
+	}
+	if pending {
+		return false, dialect.RotatePending, nil
+	}
+	check["since"] = xmin
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := d.Exec(ctx, tx, rotateSQL.LockTimeout, kit.Args{"timeout": strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"}); err != nil {
+			return err
+		}
+		if _, err := d.Exec(ctx, tx, rotateSQL.Lock, tables); err != nil {
+			return err
+		}
+		if err := d.rotateHook(ctx, "locked", tx); err != nil {
+			return err
+		}
+		var pending bool
+		var xmin int64
+		if err := d.Query(ctx, tx, rotateSQL.Pending, check, &pending, &xmin); err != nil {
+			return err
+		}
+		if pending {
+			return errPending
+		}
+		if _, err := d.Exec(ctx, tx, rotateSQL.Truncate, tables); err != nil {
+			return err
+		}
+		if _, err := d.Exec(ctx, tx, rotateSQL.MarkEmpty, kit.Args{"gen": g}); err != nil {
+			return err
+		}
+		return d.rotateHook(ctx, "truncated", tx)
+	})
+	switch {
+	case err == nil:
+		return true, "", nil
+	case errors.Is(err, errPending):
+		return false, dialect.RotatePending, nil
+	case sqlState(err) == "55P03":
+		return false, dialect.RotateBusy, nil
+	}
+	return false, "", err
+}

@@ -1,0 +1,253 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+
+	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/dialect/postgres"
+	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/vacuum"
+)
+
+// rotateParams make the current generation always due (by size) and no
+// closed one pinned.
+var rotateParams = &dialect.TableRotateParams{Interval: time.Hour, Size: 1, Hold: time.Minute, LockTimeout: time.Second}
+
+func newRotating(t *testing.T) (*bun.DB, dialect.Dialect, string) {
+	t.Helper()
+	db := dbtest.Postgres(t)
+	prefix := dbtest.Prefix(t)
+	d, err := postgres.New(db, prefix)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = d.Release()
+		_ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{})
+	})
+	return db, d, prefix
+}
+
+// oneQueue registers queue "q" of one partition and returns its id.
+func oneQueue(t *testing.T, d dialect.Dialect) int64 {
+	t.Helper()
+	ids, err := d.QueueRegister(t.Context(), &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 1}}})
+	require.NoError(t, err)
+	return ids[0][0]
+}
+
+// enqueueAndMove writes a message per id to partition pid and moves them.
+func enqueueAndMove(t *testing.T, db *bun.DB, d dialect.Dialect, pid int64, ids ...dialect.MessageID) {
+	t.Helper()
+	ctx := t.Context()
+	rows := make([]dialect.MessageRow, len(ids))
+	for i, id := range ids {
+		rows[i] = dialect.MessageRow{ID: id, PartitionID: pid, PayloadType: "t", Payload: []byte("p")}
+	}
+	require.NoError(t, d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{Conn: db, Rows: rows, ChunkRows: 100, ChunkBytes: 1 << 20}))
+	_, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
+	require.NoError(t, err)
+}
+
+func count(t *testing.T, db *bun.DB, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(table)).Scan(t.Context(), &n))
+	return n
+}
+
+func genStates(t *testing.T, db *bun.DB, prefix string) []string {
+	t.Helper()
+	var out []string
+	require.NoError(t, db.NewRaw("SELECT state FROM ? ORDER BY gen", bun.Ident(prefix+"generations")).Scan(t.Context(), &out))
+	return out
+}
+
+// TestRotateKilledBetweenLockAndTruncate: the rotator's connection is
+// killed while it holds generation 0's tables, once after the lock and
+// before the checks, once after the TRUNCATE and before the commit. Either
+// way the transaction rolls back: the rows are all there, the generation
+// is still closed, and the next round truncates it (docs/ROTATION.md). A
+// SIGKILLed process ends its connections the same way; the crash and
+// connection-fault cases of the conformance suite kill at random across
+// rotations.
+func TestRotateKilledBetweenLockAndTruncate(t *testing.T) {
+	t.Parallel()
+	for _, stage := range []string{"locked", "truncated"} {
+		t.Run(stage, func(t *testing.T) {
+			ctx := t.Context()
+			db, d, prefix := newRotating(t)
+			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+			pid := oneQueue(t, d)
+			enqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
+			_, err := db.NewRaw("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor")).Exec(ctx)
+			require.NoError(t, err)
+			r := d.(vacuum.Rotator)
+			res, err := r.TableRotate(ctx, rotateParams)
+			require.NoError(t, err)
+			require.True(t, res.Switched)
+
+			pids := make(chan int64, 1)
+			release := make(chan struct{})
+			postgres.OnRotate(d, func(ctx context.Context, at string, tx bun.Tx) error {
+				if at != stage {
+					return nil
+				}
+				var pid int64
+				if err := tx.NewRaw("SELECT pg_backend_pid()").Scan(ctx, &pid); err != nil {
+					return err
+				}
+				pids <- pid
+				<-release
+				return nil
+			})
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.TableRotate(ctx, rotateParams)
+				done <- err
+			}()
+			backend := <-pids
+			var held int
+			require.NoError(t, db.NewRaw(`SELECT COUNT(*) FROM pg_locks WHERE pid = ? AND granted AND mode = 'AccessExclusiveLock'
+	AND relation IN (to_regclass(?)::oid, to_regclass(?)::oid)`, backend, prefix+"body_g0", prefix+"outgoing_g0").Scan(ctx, &held))
+			require.Equal(t, 2, held, "the rotator holds generation 0's tables")
+			var ok bool
+			require.NoError(t, db.NewRaw("SELECT pg_terminate_backend(?)", backend).Scan(ctx, &ok))
+			require.True(t, ok)
+			for gone := false; !gone; {
+				require.NoError(t, db.NewRaw("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = ?)", backend).Scan(ctx, &gone))
+			}
+			close(release)
+			require.Error(t, <-done, "the round fails with its connection")
+
+			require.Equal(t, []string{"closed", "current", "empty"}, genStates(t, db, prefix))
+			require.Equal(t, 3, count(t, db, prefix+"body_g0"), "nothing truncated")
+			require.Equal(t, 3, count(t, db, prefix+"outgoing_g0"))
+			postgres.OnRotate(d, nil)
+			res, err = r.TableRotate(ctx, rotateParams)
+			require.NoError(t, err)
+			require.Equal(t, []int{0}, res.Truncated, "the next round truncates it")
+			require.Zero(t, count(t, db, prefix+"body"))
+		})
+	}
+}
+
+// TestMigrateRotationFromVersion10: tables of release 10 with rows in every
+// stage become generation 0 of the partitioned tables, and the pipeline
+// goes on from where it was: the unmoved message is moved with the next
+// seq, the unacked ones are read, and once all are acked generation 0 is
+// truncated. The migration runs again without error (its statements are
+// idempotent, the table swap one statement).
+func TestMigrateRotationFromVersion10(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 10))
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := db.ExecContext(ctx, q, args...)
+		require.NoError(t, err)
+	}
+	// Release 10's rows: seq 1 acked, seq 2 sequenced, one message incoming.
+	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0)", bun.Ident(prefix+"partitions"))
+	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 1)", bun.Ident(prefix+"processor"))
+	exec("INSERT INTO ? (partition_id, pruned_seq) VALUES (1, 0)", bun.Ident(prefix+"vacuum_counter"))
+	for i := 1; i <= 3; i++ {
+		exec("INSERT INTO ? (id, payload_type, payload) VALUES (?, 't', ?)", bun.Ident(prefix+"body"), []byte{byte(i)}, []byte{byte('a' + i)})
+	}
+	exec("INSERT INTO ? (partition_id, seq, body_id) VALUES (1, 1, ?), (1, 2, ?)", bun.Ident(prefix+"outgoing"), []byte{1}, []byte{2})
+	exec("INSERT INTO ? (partition_id, body_id) VALUES (1, ?)", bun.Ident(prefix+"incoming"), []byte{3})
+
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	st, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
+	require.NoError(t, err)
+	require.Equal(t, st.Latest, st.Current)
+	require.Equal(t, 3, count(t, db, prefix+"body_g0"), "the rows are generation 0's")
+	require.Equal(t, 2, count(t, db, prefix+"outgoing_g0"))
+	require.Equal(t, []string{"current", "empty", "empty"}, genStates(t, db, prefix))
+	stmts, err := postgres.Migration(prefix, 11)
+	require.NoError(t, err)
+	for _, q := range stmts {
+		exec(q)
+	}
+	require.Equal(t, 3, count(t, db, prefix+"body"), "a second run changes nothing")
+
+	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.FirstSeq, "numbering goes on")
+	msgs, err := d.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: db, PartitionID: 1, AfterSeq: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.Equal(t, []byte{'a' + 2}, msgs[0].Payload)
+	require.Equal(t, []byte{'a' + 3}, msgs[1].Payload)
+
+	r := d.(vacuum.Rotator)
+	rot, err := r.TableRotate(ctx, rotateParams)
+	require.NoError(t, err)
+	require.True(t, rot.Switched)
+	rot, err = r.TableRotate(ctx, rotateParams)
+	require.NoError(t, err)
+	require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, rot.Refused)
+	exec("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor"))
+	rot, err = r.TableRotate(ctx, rotateParams)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, rot.Truncated)
+	require.Zero(t, count(t, db, prefix+"body"))
+	var pruned int64
+	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
+	require.Equal(t, int64(3), pruned)
+}
+
+// TestBatchReadProbesOneGeneration: the batch read goes through the
+// partitioned parents and reads each message's body in its own generation
+// only: one primary-key probe per message, the other generations pruned at
+// run time ("never executed"). A probe by id alone tries the generations in
+// turn, up to three probes per message (docs/ROTATION.md, "Shape").
+func TestBatchReadProbesOneGeneration(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	pid := oneQueue(t, d)
+	r := d.(vacuum.Rotator)
+	for g := range 3 {
+		enqueueAndMove(t, db, d, pid, dialect.MessageID{byte(g), 1}, dialect.MessageID{byte(g), 2})
+		if g < 2 {
+			res, err := r.TableRotate(ctx, rotateParams)
+			require.NoError(t, err)
+			require.Equal(t, g+1, res.Current)
+		}
+	}
+	for g := range 3 {
+		require.Equal(t, 2, count(t, db, prefix+"body_g"+string(rune('0'+g))), "generation %d", g)
+	}
+	query, err := postgres.RenderBatchRead(d, db, pid, 0, 100)
+	require.NoError(t, err)
+	var out []byte
+	require.NoError(t, db.QueryRowContext(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+query).Scan(&out))
+	var plans []struct {
+		Plan planNode `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(out, &plans))
+	require.Len(t, plans, 1)
+	probes := 0
+	for g := range 3 {
+		probes += plans[0].Plan.loops(prefix + "body_g" + string(rune('0'+g)))
+	}
+	require.Equal(t, 6, probes, "one body probe per message:\n%s", out)
+}
+
+func (n planNode) loops(table string) int {
+	total := 0
+	if n.Relation == table {
+		total += int(n.Loops)
+	}
+	for _, c := range n.Plans {
+		total += c.loops(table)
+	}
+	return total
+}
