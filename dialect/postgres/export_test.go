@@ -82,3 +82,15 @@ func RenderBatchRead(d dialect.Dialect, db *bun.DB, pid, after int64, limit int)
 func RenderIncomingPartitions(d dialect.Dialect, db *bun.DB) (string, error) {
 	return d.(*pgDialect).Runner.Render(db.QueryGen(), moveSQL.IncomingPartitions, nil)
 }
+
+// PreparedStatements are d's prepared statements as sent to the server, by
+// name, for the plan tests.
+func PreparedStatements(d dialect.Dialect) map[string]string {
+	out := map[string]string{}
+	for _, c := range d.(*pgDialect).Statements() {
+		if c.PreparedText != "" {
+			out[c.Name] = c.PreparedText
+		}
+	}
+	return out
+}

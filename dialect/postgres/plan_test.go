@@ -120,6 +120,7 @@ func rowsRead(t *testing.T, db *bun.DB, query, table string) int {
 }
 
 type planNode struct {
+	NodeType string     `json:"Node Type"`
 	Relation string     `json:"Relation Name"`
 	Rows     float64    `json:"Actual Rows"`
 	Loops    float64    `json:"Actual Loops"`

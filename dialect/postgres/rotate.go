@@ -139,6 +139,18 @@ type rotations struct {
 	// Hold pauses the row-by-row prune until ?hold_us from now, or ends
 	// the pause (?hold_us 0); see vacuumSQL.Counters.
 	Hold *kit.Stmt
+	// FloorBody and FloorOutgoing write ?rows rows of nearly a quarter of
+	// a page each into generation ?gen's ?body and ?outgoing, and
+	// FloorDelete deletes them again in the same transaction, leaving
+	// their pages behind (see floorPages). The rows are ?marker followed
+	// by a number: a body id or a body_id longer than any message's, and
+	// outgoing rows of partition -1, which no queue has.
+	FloorBody     *kit.Stmt
+	FloorOutgoing *kit.Stmt
+	FloorDelete   *kit.Stmt
+	// Analyze takes ?body and ?outgoing's statistics, which also makes
+	// every cached plan that reads them be planned again.
+	Analyze *kit.Stmt
 	// Pruned moves each partition's pruned_seq up to what is now gone: the
 	// seq below the first row left above it, never past the cursor
 	// (vacuum_counter.pruned_seq: every row at or below it is deleted). A
@@ -150,7 +162,9 @@ var rotateSQL = rotations{
 	Current: kit.Inline(`SELECT gen FROM {generations} WHERE state = 'current'`),
 	State: kit.Inline(`SELECT g.gen, g.state,
 	COALESCE(g.opened_at < now() - CAST(?interval_us AS double precision) * interval '1 microsecond', false) AS old,
-	pg_total_relation_size(to_regclass('{body}_g' || g.gen)) + pg_total_relation_size(to_regclass('{outgoing}_g' || g.gen)) AS size
+	pg_total_relation_size(to_regclass('{body}_g' || g.gen)) + pg_total_relation_size(to_regclass('{outgoing}_g' || g.gen)) AS size,
+	pg_relation_size(to_regclass('{body}_g' || g.gen)) / current_setting('block_size')::bigint AS body_pages,
+	pg_relation_size(to_regclass('{outgoing}_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM {generations} g ORDER BY g.gen`),
 	Empty: kit.Inline(`SELECT NOT EXISTS (SELECT 1 FROM ?body) AND NOT EXISTS (SELECT 1 FROM ?outgoing)`),
 	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr
@@ -171,6 +185,16 @@ WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty')`),
 	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS bigint) > 0
 	THEN now() + CAST(?hold_us AS double precision) * interval '1 microsecond' END
 WHERE state = 'current'`),
+	FloorBody: kit.Inline(`INSERT INTO ?body (id, payload_type, payload, gen)
+SELECT convert_to(?marker, 'UTF8') || int4send(i), ?marker, convert_to(repeat('x', 1900), 'UTF8'), CAST(?gen AS smallint)
+FROM generate_series(1, CAST(?rows AS integer)) i`),
+	FloorOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, gen)
+SELECT -1, i, convert_to(?marker || repeat('x', 1900), 'UTF8') || int4send(i), CAST(?gen AS smallint)
+FROM generate_series(1, CAST(?rows AS integer)) i`),
+	FloorDelete: kit.Inline(`WITH b AS (DELETE FROM ?body WHERE id IN (SELECT convert_to(?marker, 'UTF8') || int4send(i)
+	FROM generate_series(1, CAST(?rows AS integer)) i))
+DELETE FROM ?outgoing WHERE partition_id = -1`),
+	Analyze: kit.Inline(`ANALYZE ?body, ?outgoing`),
 	Pruned: kit.Inline(`UPDATE {vacuum_counter} v SET pruned_seq = n.seq
 FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM {outgoing} o
 		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
@@ -189,11 +213,33 @@ const (
 const generations = 3
 
 type genRow struct {
-	Gen   int    `bun:"gen"`
-	State string `bun:"state"`
-	Old   bool   `bun:"old"`
-	Size  int64  `bun:"size"`
+	Gen           int    `bun:"gen"`
+	State         string `bun:"state"`
+	Old           bool   `bun:"old"`
+	Size          int64  `bun:"size"`
+	BodyPages     int64  `bun:"body_pages"`
+	OutgoingPages int64  `bun:"outgoing_pages"`
 }
+
+// floorPages is the size below which no generation's table is left, so
+// that a sequential scan of it never costs the planner less than a probe
+// of its primary key (about 8 in PostgreSQL's default costs; a scan costs
+// at least 1 per page, whatever the statistics say of its rows). A
+// generation emptied by TRUNCATE has no pages at all; once VACUUM or
+// ANALYZE has recorded it so, every generic plan made meanwhile scanned
+// it sequentially, and kept doing so while it refilled, until something
+// invalidated the plan: 85 s for one grouped batch read in a soak
+// (docs/ROTATION.md, "Statistics of an emptied generation"). The floor
+// costs 512 KiB of empty pages per table, written once per truncation;
+// vacuum_truncate = off keeps VACUUM from giving them back.
+const floorPages = 64
+
+// floorRows fills floorPages pages: rows of nearly a quarter of a page,
+// four to a page, small enough to be stored in the page uncompressed.
+const floorRows = 4 * floorPages
+
+// floorMarker begins every floor row's id (body) and body_id (outgoing).
+const floorMarker = "seqbox-floor-"
 
 // errPending rolls back a truncation whose checks under the lock found a
 // message not acked.
@@ -269,6 +315,9 @@ func (d *pgDialect) TableRotate(ctx context.Context, p *dialect.TableRotateParam
 		if truncated {
 			res.Truncated = append(res.Truncated, g)
 		}
+	}
+	if err := d.restoreFloors(ctx, rows); err != nil {
+		return res, err
 	}
 	if len(res.Truncated) > 0 {
 		if _, err := d.Exec(ctx, d.DB(), rotateSQL.Pruned, nil); err != nil {
@@ -383,6 +432,9 @@ func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Dur
 		if _, err := d.Exec(ctx, tx, rotateSQL.Truncate, tables); err != nil {
 			return err
 		}
+		if err := d.floor(ctx, tx, g); err != nil {
+			return err
+		}
 		if _, err := d.Exec(ctx, tx, rotateSQL.MarkEmpty, kit.Args{"gen": g}); err != nil {
 			return err
 		}
@@ -397,4 +449,44 @@ func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Dur
 		return false, dialect.RotateBusy, nil
 	}
 	return false, "", err
+}
+
+// floor writes generation g's floor (floorPages) in tx: rows written and
+// deleted again, whose pages stay.
+func (d *pgDialect) floor(ctx context.Context, tx bun.Tx, g int) error {
+	t := d.genTables(g)
+	for _, s := range []struct {
+		stmt *kit.Stmt
+		args kit.Args
+	}{
+		{rotateSQL.FloorBody, kit.Args{"body": t["body"], "gen": g, "rows": floorRows, "marker": floorMarker}},
+		{rotateSQL.FloorOutgoing, kit.Args{"outgoing": t["outgoing"], "gen": g, "rows": floorRows, "marker": floorMarker}},
+		{rotateSQL.FloorDelete, kit.Args{"body": t["body"], "outgoing": t["outgoing"], "rows": floorRows, "marker": floorMarker}},
+	} {
+		if _, err := d.Exec(ctx, tx, s.stmt, s.args); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreFloors writes the floor of every generation, in rows, whose
+// tables are smaller than floorPages: new ones (migration 011 creates
+// them empty), and any an operator rewrote (VACUUM FULL, CLUSTER) while
+// it held few rows. Then it analyzes them, so that plans made while they
+// looked empty are made again. Truncation writes its own floor; this only
+// restores one.
+func (d *pgDialect) restoreFloors(ctx context.Context, rows []genRow) error {
+	for _, r := range rows {
+		if r.BodyPages >= floorPages && r.OutgoingPages >= floorPages {
+			continue
+		}
+		if err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error { return d.floor(ctx, tx, r.Gen) }); err != nil {
+			return fmt.Errorf("seqbox: floor of generation %d: %w", r.Gen, err)
+		}
+		if _, err := d.Exec(ctx, d.DB(), rotateSQL.Analyze, d.genTables(r.Gen)); err != nil {
+			return fmt.Errorf("seqbox: analyze generation %d: %w", r.Gen, err)
+		}
+	}
+	return nil
 }

@@ -59,8 +59,17 @@ func schemaStatements(prefix string) ([]string, error) {
 }
 
 // SchemaMigrate applies the missing migrations under the migration lock.
+// Then it writes the generations' floors (rotate.go, floorPages): before
+// any statement is planned on empty tables, whether or not rotation is on.
 func (d *pgDialect) SchemaMigrate(ctx context.Context, _ *dialect.SchemaMigrateParams) error {
-	return schemaSQL.Migrate(ctx, d.Runner, lockMigrations)
+	if err := schemaSQL.Migrate(ctx, d.Runner, lockMigrations); err != nil {
+		return err
+	}
+	rows, _, err := d.genState(ctx, 0)
+	if err != nil {
+		return err
+	}
+	return d.restoreFloors(ctx, rows)
 }
 
 // SchemaStatus reads the schema version without creating anything.

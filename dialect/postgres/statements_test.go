@@ -64,15 +64,19 @@ func TestStatements(t *testing.T) {
 		"DeadLetterSQL.SetReplayed?from":       "pending",
 		"DeadLetterSQL.SetReplayed?id":         int64(11),
 		// The rotator's (rotate.go).
-		"gen":                   int16(1),
-		"body":                  bun.Ident("seqbox_body_g1"),
-		"outgoing":              bun.Ident("seqbox_outgoing_g1"),
-		"interval_us":           int64(30_000_000),
-		"hold_us":               int64(1_500_000),
-		"timeout":               "100ms",
-		"since":                 int64(7420),
-		"rotations.Switch?from": 0,
-		"rotations.Switch?to":   1,
+		"gen":                          int16(1),
+		"body":                         bun.Ident("seqbox_body_g1"),
+		"outgoing":                     bun.Ident("seqbox_outgoing_g1"),
+		"interval_us":                  int64(30_000_000),
+		"hold_us":                      int64(1_500_000),
+		"timeout":                      "100ms",
+		"since":                        int64(7420),
+		"marker":                       "seqbox-floor-",
+		"rotations.FloorBody?rows":     256,
+		"rotations.FloorOutgoing?rows": 256,
+		"rotations.FloorDelete?rows":   256,
+		"rotations.Switch?from":        0,
+		"rotations.Switch?to":          1,
 	}
 	golden.Statements(t, "postgres", d.Runner, schema.NewQueryGen(pgdialect.New()), overrides, *update)
 }

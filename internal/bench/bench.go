@@ -162,6 +162,9 @@ type Options struct {
 	SequencerBatch       int `json:"sequencer_batch,omitempty"`
 	ProcessorConcurrency int `json:"processor_concurrency,omitempty"`
 	ProcessorBatch       int `json:"processor_batch,omitempty"`
+	// RotateInterval overrides Builder.RotateInterval (0 keeps the
+	// default, negative is never): rotated tables on PostgreSQL.
+	RotateInterval time.Duration `json:"rotate_interval_ns,omitempty"`
 	// Progress receives a live progress line redrawn with "\r"; nil for none.
 	Progress io.Writer `json:"-"`
 	// Logger receives the outbox's and the benchmark's log; nil discards it.
@@ -315,6 +318,7 @@ type Knobs struct {
 	EnqueueChunkRows            int    `json:"enqueue_chunk_rows"`
 	EnqueueChunkBytes           int    `json:"enqueue_chunk_bytes"`
 	MaybeDirtyWindow            string `json:"maybe_dirty_window"`
+	RotateInterval              string `json:"rotate_interval"`
 }
 
 // Autovacuum records PostgreSQL's autovacuum setting around a run.

@@ -88,6 +88,9 @@ func (b *bencher) builder(prefix string, partitions int, h processor.Handler) *s
 	if n := b.opts.ProcessorConcurrency; n > 0 {
 		bld.ProcessorConcurrency(n)
 	}
+	if d := b.opts.RotateInterval; d != 0 {
+		bld.RotateInterval(d)
+	}
 	return bld
 }
 
@@ -111,7 +114,16 @@ func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 		VacuumInterval: seqbox.VacuumIntervalDefault.String(), VacuumChunk: seqbox.VacuumChunkDefault,
 		EnqueueChunkRows: seqbox.EnqueueChunkRowsDefault, EnqueueChunkBytes: seqbox.EnqueueChunkBytesDefault,
 		MaybeDirtyWindow: seqbox.MaybeDirtyWindowDefault.String(),
+		RotateInterval:   rotateKnob(cmp.Or(b.opts.RotateInterval, seqbox.RotateIntervalDefault)),
 	}, nil
+}
+
+// rotateKnob says how often the generation switches: never, or a duration.
+func rotateKnob(d time.Duration) string {
+	if d < 0 {
+		return "never"
+	}
+	return d.String()
 }
 
 // run is one outbox on fresh tables.

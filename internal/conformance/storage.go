@@ -120,11 +120,21 @@ func testTableVacuum(e *Env) {
 	require.NoError(e.T, ob.WaitProcessed(e.Ctx, ids...))
 	var autovacuum string
 	require.NoError(e.T, e.DB.NewRaw("SELECT current_setting('autovacuum')").Scan(e.Ctx, &autovacuum))
-	res, err := tv.TableVacuum(e.Ctx, &dialect.TableVacuumParams{})
-	require.NoError(e.T, err)
 	if autovacuum == "on" {
+		res, err := tv.TableVacuum(e.Ctx, &dialect.TableVacuumParams{})
+		require.NoError(e.T, err)
 		require.False(e.T, res.Vacuumed, "autovacuum is on: the server's job")
 		return
 	}
-	require.True(e.T, res.Vacuumed, "autovacuum is off: %s", res.Reason)
+	// The running outbox's rotator takes the same turn every round: a call
+	// that finds it taken says so and vacuums nothing, and a later one gets
+	// it.
+	e.Eventually("a table vacuum that gets the turn", func() bool {
+		res, err := tv.TableVacuum(e.Ctx, &dialect.TableVacuumParams{})
+		require.NoError(e.T, err)
+		if !res.Vacuumed {
+			require.Equal(e.T, "another process is vacuuming", res.Reason, "autovacuum is off")
+		}
+		return res.Vacuumed
+	})
 }

@@ -460,7 +460,9 @@ SELECT gen FROM seqbox_generations WHERE state = 'current';
 -- rotations.State (inlined)
 SELECT g.gen, g.state,
 	COALESCE(g.opened_at < now() - CAST(30000000 AS double precision) * interval '1 microsecond', false) AS old,
-	pg_total_relation_size(to_regclass('seqbox_body_g' || g.gen)) + pg_total_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) AS size
+	pg_total_relation_size(to_regclass('seqbox_body_g' || g.gen)) + pg_total_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) AS size,
+	pg_relation_size(to_regclass('seqbox_body_g' || g.gen)) / current_setting('block_size')::bigint AS body_pages,
+	pg_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM seqbox_generations g ORDER BY g.gen;
 
 -- rotations.Empty (inlined)
@@ -497,6 +499,24 @@ WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
 UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS bigint) > 0
 	THEN now() + CAST(1500000 AS double precision) * interval '1 microsecond' END
 WHERE state = 'current';
+
+-- rotations.FloorBody (inlined)
+INSERT INTO "seqbox_body_g1" (id, payload_type, payload, gen)
+SELECT convert_to('seqbox-floor-', 'UTF8') || int4send(i), 'seqbox-floor-', convert_to(repeat('x', 1900), 'UTF8'), CAST(1 AS smallint)
+FROM generate_series(1, CAST(256 AS integer)) i;
+
+-- rotations.FloorOutgoing (inlined)
+INSERT INTO "seqbox_outgoing_g1" (partition_id, seq, body_id, gen)
+SELECT -1, i, convert_to('seqbox-floor-' || repeat('x', 1900), 'UTF8') || int4send(i), CAST(1 AS smallint)
+FROM generate_series(1, CAST(256 AS integer)) i;
+
+-- rotations.FloorDelete (inlined)
+WITH b AS (DELETE FROM "seqbox_body_g1" WHERE id IN (SELECT convert_to('seqbox-floor-', 'UTF8') || int4send(i)
+	FROM generate_series(1, CAST(256 AS integer)) i))
+DELETE FROM "seqbox_outgoing_g1" WHERE partition_id = -1;
+
+-- rotations.Analyze (inlined)
+ANALYZE "seqbox_body_g1", "seqbox_outgoing_g1";
 
 -- rotations.Pruned (inlined)
 UPDATE seqbox_vacuum_counter v SET pruned_seq = n.seq
