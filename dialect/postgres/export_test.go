@@ -83,6 +83,13 @@ func RenderIncomingPartitions(d dialect.Dialect, db *bun.DB) (string, error) {
 	return d.(*pgDialect).Runner.Render(db.QueryGen(), moveSQL.IncomingPartitions, nil)
 }
 
+// RenderRotatePending renders the rotator's check of generation gen from
+// xid since, for the external plan test.
+func RenderRotatePending(d dialect.Dialect, db *bun.DB, gen int, since int64) (string, error) {
+	pg := d.(*pgDialect)
+	return pg.Runner.Render(db.QueryGen(), rotateSQL.Pending, kit.Args{"gen": gen, "outgoing": pg.genTables(gen)["outgoing"], "since": since})
+}
+
 // PreparedStatements are d's prepared statements as sent to the server, by
 // name, for the plan tests.
 func PreparedStatements(d dialect.Dialect) map[string]string {

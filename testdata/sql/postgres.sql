@@ -470,10 +470,10 @@ SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM
 
 -- rotations.Pending (inlined)
 SELECT EXISTS (SELECT 1 FROM seqbox_processor pr
-		WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq LIMIT 1) IS NOT NULL)
+		WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
 	OR EXISTS (SELECT 1 FROM seqbox_partitions pa
-		WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-			AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1)) AS pending,
+		WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+			AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
 
 -- rotations.LockTimeout (inlined)
