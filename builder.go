@@ -247,9 +247,8 @@ func (b *Builder) TableVacuumInterval(d time.Duration) *Builder {
 // generation whose every message is acked is truncated whole instead of
 // pruned row by row (docs/ROTATION.md; elsewhere it does nothing). At
 // least 10ms; negative: this process never rotates, and prunes row by row.
-// Defaults to RotateIntervalDefault: never, until the plan defect
-// docs/ROTATION.md ("Known defect") describes is fixed; 30s is the value
-// measured there.
+// Defaults to RotateIntervalDefault (30s, the value measured in
+// docs/ROTATION.md).
 func (b *Builder) RotateInterval(d time.Duration) *Builder {
 	b.cfg.Vacuum.RotateInterval = d
 	return b
