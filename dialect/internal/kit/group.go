@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -120,10 +121,19 @@ func (s *GroupSQL) Lease(ctx context.Context, r *Runner, p *dialect.ProcessorLea
 		for i, t := range taken {
 			ids[i] = t.PartitionID
 		}
-		_, err := r.Exec(ctx, tx, s.TakeLease, Args{"pids": IDs(ids), "owner": owner,
+		n, err := r.Affected(ctx, tx, s.TakeLease, Args{"pids": IDs(ids), "owner": owner,
 			"lease_cases": perPartition(ids, "lease_us", func(pid int64) int64 { return durations[pid].Microseconds() }),
 			"limit_cases": perPartition(ids, "limit", func(pid int64) int64 { return int64(limits[pid]) })})
-		return err
+		if err != nil {
+			return err
+		}
+		// The rows are locked by this transaction since LockLeasable read
+		// them leasable, so each is updated; anything else is a broken
+		// invariant, and the lease is not taken rather than half taken.
+		if n != int64(len(ids)) {
+			return fmt.Errorf("seqbox: group lease: %d of %d locked partitions updated", n, len(ids))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
