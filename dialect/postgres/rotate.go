@@ -477,12 +477,12 @@ func (d *pgDialect) floor(ctx context.Context, tx bun.Tx, g int) error {
 }
 
 // restoreFloors writes the floor of every generation, in rows, whose
-// tables are smaller than half of floorPages (a margin: rows may pack a
-// little differently elsewhere; from 12 pages the probe wins already): new ones (migration 011 creates
-// them empty), and any an operator rewrote (VACUUM FULL, CLUSTER) while
-// it held few rows. Then it analyzes them, so that plans made while they
-// looked empty are made again. Truncation writes its own floor; this only
-// restores one.
+// tables are smaller than half of floorPages: new ones (migration 011
+// creates them empty), and any an operator rewrote (VACUUM FULL, CLUSTER)
+// while it held few rows. Half, because rows may pack a little differently
+// elsewhere, and the probe wins from 12 pages already. Then it analyzes
+// them, so that plans made while they looked empty are made again.
+// Truncation writes its own floor; this only restores one.
 func (d *pgDialect) restoreFloors(ctx context.Context, rows []genRow) error {
 	for _, r := range rows {
 		if r.BodyPages >= floorPages/2 && r.OutgoingPages >= floorPages/2 {
