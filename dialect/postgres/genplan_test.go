@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -105,22 +104,5 @@ func genericSeqScans(t *testing.T, ctx context.Context, conn bun.Conn, text stri
 	}
 	var out []byte
 	require.NoError(t, conn.QueryRowContext(ctx, fmt.Sprintf("EXPLAIN (FORMAT JSON) EXECUTE seqbox_plan_check(%s)", args)).Scan(&out))
-	var plans []struct {
-		Plan planNode `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(out, &plans))
-	var seq []string
-	var walk func(n planNode)
-	walk = func(n planNode) {
-		if n.NodeType == "Seq Scan" && tables.MatchString(n.Relation) {
-			seq = append(seq, n.Relation)
-		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	for _, p := range plans {
-		walk(p.Plan)
-	}
-	return seq
+	return explained(t, out).seqScans(tables)
 }

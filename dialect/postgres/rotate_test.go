@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -229,14 +228,10 @@ func TestBatchReadProbesOneGeneration(t *testing.T) {
 	require.NoError(t, err)
 	var out []byte
 	require.NoError(t, db.QueryRowContext(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+query).Scan(&out))
-	var plans []struct {
-		Plan planNode `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(out, &plans))
-	require.Len(t, plans, 1)
+	plan := explained(t, out)
 	probes := 0
 	for g := range 3 {
-		probes += plans[0].Plan.loops(prefix + "body_g" + string(rune('0'+g)))
+		probes += plan.loops(prefix + "body_g" + string(rune('0'+g)))
 	}
 	require.Equal(t, 6, probes, "one body probe per message:\n%s", out)
 }
