@@ -63,6 +63,21 @@ type TableRotateParams struct {
 	// LockTimeout bounds the wait for a generation's tables before it is
 	// truncated; a round that waits longer tries again next time.
 	LockTimeout time.Duration
+	// StallAfter: while the rotation is pinned, the prune stays held as
+	// long as every partition with messages in the pinned generation has
+	// acked some within the last StallAfter (a backlog draining: the
+	// generation will be truncated once drained, and pruning it row by
+	// row meanwhile only costs). Zero: a pinned round releases the prune
+	// at once.
+	StallAfter time.Duration
+	// DrainLimit bounds what a draining generation may hold back: once the
+	// current generation (which cannot switch while pinned, and is not
+	// pruned while the prune is held) takes more than this many bytes,
+	// the prune runs again, draining or not. Zero or less: no bound.
+	DrainLimit int64
+	// Now is the round's time, against which StallAfter is measured;
+	// zero: the clock's.
+	Now time.Time
 }
 
 // TableRotateResult is what one round did.
@@ -84,6 +99,10 @@ type TableRotateResult struct {
 	// runs, so that rotation never holds rows the prune would have
 	// removed.
 	Pinned bool
+	// Draining: pinned, but every partition holding the pinned
+	// generation's messages has acked some within StallAfter, so the prune
+	// stays held (see TableRotateParams.StallAfter).
+	Draining bool
 }
 
 // RotateRefusal is why a closed generation was not truncated.

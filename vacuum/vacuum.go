@@ -333,12 +333,22 @@ const rotateHoldMargin = 30 * time.Second
 // resumes by itself if this process stops.
 func (v *Vacuum) rotate(ctx context.Context, r Rotator) {
 	round := v.cfg.rotateRound()
+	// A pinned generation whose partitions all move is a backlog draining
+	// (docs/ROTATION.md, "The rotator"): the prune stays held until one of
+	// them has not moved for an interval, or the current generation, which
+	// cannot switch meanwhile, has grown to twice the switch size.
+	drainLimit := 2 * v.cfg.RotateSize
+	if v.cfg.RotateSize <= 0 {
+		drainLimit = 2 * RotateSizeDefault
+	}
 	params := &dialect.TableRotateParams{Interval: v.cfg.RotateInterval, Size: max(v.cfg.RotateSize, 0),
-		Hold: 5*round + rotateHoldMargin, LockTimeout: v.cfg.RotateLockTimeout}
-	pinned := false
+		Hold: 5*round + rotateHoldMargin, LockTimeout: v.cfg.RotateLockTimeout,
+		StallAfter: max(v.cfg.RotateInterval, 0), DrainLimit: drainLimit}
+	pruning := false
 	for lifecycle.Sleep(ctx, round) {
 		var res dialect.TableRotateResult
 		err := lifecycle.Safely(func() (err error) {
+			params.Now = time.Now()
 			res, err = r.TableRotate(ctx, params)
 			return err
 		})
@@ -350,10 +360,10 @@ func (v *Vacuum) rotate(ctx context.Context, r Rotator) {
 			return
 		}
 		v.truncated.Add(int64(len(res.Truncated)))
-		if res.Turn && res.Pinned != pinned {
-			pinned = res.Pinned
-			if pinned {
-				v.log.Info("rotation pinned: a generation still holds messages not acked; pruning row by row meanwhile",
+		if p := res.Pinned && !res.Draining; res.Turn && p != pruning {
+			pruning = p
+			if pruning {
+				v.log.Info("rotation pinned: a generation holds messages that stopped moving; pruning row by row meanwhile",
 					slog.Any("refused", res.Refused))
 			} else {
 				v.log.Info("rotation keeps up again; row-by-row pruning paused")

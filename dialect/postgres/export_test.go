@@ -90,6 +90,13 @@ func RenderRotatePending(d dialect.Dialect, db *bun.DB, gen int, since int64) (s
 	return pg.Runner.Render(db.QueryGen(), rotateSQL.Pending, kit.Args{"gen": gen, "outgoing": pg.genTables(gen)["outgoing"], "since": since})
 }
 
+// RenderRotatePendingCursors renders the rotator's list of generation
+// gen's pending partitions, for the external plan test.
+func RenderRotatePendingCursors(d dialect.Dialect, db *bun.DB, gen int) (string, error) {
+	pg := d.(*pgDialect)
+	return pg.Runner.Render(db.QueryGen(), rotateSQL.PendingCursors, kit.Args{"gen": gen, "outgoing": pg.genTables(gen)["outgoing"]})
+}
+
 // PreparedStatements are d's prepared statements as sent to the server, by
 // name, for the plan tests.
 func PreparedStatements(d dialect.Dialect) map[string]string {

@@ -181,7 +181,8 @@ func (n planNode) rows(table string) int {
 // EXISTS of incoming was a scan of all of it, and the outgoing probe's
 // bare LIMIT a scan of the generation per partition: 0.5–2.5 s per check
 // in an autovacuum-on soak, half of them under the lock that stops the
-// pipeline.
+// pipeline. The list of a pinned generation's pending partitions
+// (PendingCursors) reads by the same probes, each partition's.
 func TestRotateCheckReadsOnlyTheHeads(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -221,19 +222,26 @@ SELECT p, s, decode(lpad(to_hex(p * ? + s), 32, '0'), 'hex'), 1 FROM generate_se
 	require.NoError(t, db.NewRaw(`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint`).Scan(ctx, &xmin))
 	since, err := postgres.RenderRotatePending(d, db, 1, xmin)
 	require.NoError(t, err)
+	cursors, err := postgres.RenderRotatePendingCursors(d, db, 1)
+	require.NoError(t, err)
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
 			_, err := db.ExecContext(ctx, `ANALYZE ?, ?, ?`, incoming, parts, outgoing)
 			require.NoError(t, err)
 		}
+		var pendingPartitions []int64
+		require.NoError(t, db.NewRaw(cursors).Scan(ctx, &pendingPartitions))
+		require.Empty(t, pendingPartitions, "generation 1 holds nothing pending")
 		for _, c := range []struct {
 			query string
 			most  int // pages: an index descent and the backlog's rows
-		}{{all, partitions * (4 + backlog)}, {since, partitions * 4}} {
-			var pending bool
-			var at int64
-			require.NoError(t, db.NewRaw(c.query).Scan(ctx, &pending, &at))
-			require.False(t, pending, "every incoming row is in generation 0")
+		}{{all, partitions * (4 + backlog)}, {since, partitions * 4}, {cursors, partitions * (4 + backlog)}} {
+			if c.query != cursors {
+				var pending bool
+				var at int64
+				require.NoError(t, db.NewRaw(c.query).Scan(ctx, &pending, &at))
+				require.False(t, pending, "every incoming row is in generation 0")
+			}
 			var out []byte
 			require.NoError(t, db.QueryRowContext(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+c.query).Scan(&out))
 			plan := explained(t, out)

@@ -182,6 +182,71 @@ func testTableRotate(t *testing.T, open Open) {
 		require.Equal(t, 1, e.count(e.tb.Body, ""))
 	})
 
+	t.Run("DrainingGenerationKeepsPruneHeld", func(t *testing.T) {
+		e := newRotateEnv(t, open)
+		pids := e.queue(2) // pids[0] keeps generation 0 pinned while it drains
+		e.sequenced(4, pids[0])
+		e.sequenced(1, pids[1])
+		require.True(t, e.rotate(true).Switched) // 0 closed, 1 current
+		e.sequenced(1, pids[1])
+		e.ack(pids[1], 2)
+		require.True(t, e.rotate(true).Switched) // 0 refused, 1 closed, 2 current
+		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		roundLimited := func(at time.Duration, limit int64) dialect.TableRotateResult {
+			t.Helper()
+			return e.rotateWith(&dialect.TableRotateParams{Interval: time.Hour, Size: 1, Hold: time.Minute,
+				LockTimeout: 100 * time.Millisecond, StallAfter: 10 * time.Second, DrainLimit: limit, Now: t0.Add(at)})
+		}
+		round := func(at time.Duration) dialect.TableRotateResult { t.Helper(); return roundLimited(at, 1<<40) }
+		pruning := func() bool {
+			t.Helper()
+			counters, err := e.d.VacuumCounterList(e.ctx, &dialect.VacuumCounterListParams{})
+			require.NoError(t, err)
+			return len(counters) > 0
+		}
+
+		res := round(0) // 1 truncated; the switch to 0 is due and impossible
+		require.Equal(t, []int{1}, res.Truncated)
+		require.True(t, res.Pinned)
+		require.True(t, res.Draining, "a first look is never stuck")
+		require.False(t, pruning(), "draining: the prune stays held")
+		e.ack(pids[0], 1)
+		res = round(5 * time.Second)
+		require.True(t, res.Pinned && res.Draining, "no new look before StallAfter")
+		res = round(10 * time.Second)
+		require.True(t, res.Pinned && res.Draining, "pids[0] moved since the first look")
+		require.False(t, pruning())
+
+		// A writer still on generation 0 adds an incoming row there: pending,
+		// not moved yet. And pids[0] stops.
+		require.NoError(t, e.other().MessageInsertMany(e.ctx, &dialect.MessageInsertManyParams{Conn: e.db, Rows: rows(pids[1], 1), ChunkRows: 100, ChunkBytes: 1 << 20}))
+		res = round(20 * time.Second)
+		require.True(t, res.Pinned)
+		require.False(t, res.Draining, "pids[0] has not moved for StallAfter")
+		require.True(t, pruning(), "stuck: the prune resumes")
+		e.ack(pids[0], 2)
+		require.False(t, round(25*time.Second).Draining, "no new look before StallAfter")
+		res = round(30 * time.Second)
+		require.False(t, res.Draining, "pids[0] moved, but pids[1]'s incoming row in generation 0 did not")
+		require.True(t, pruning())
+
+		e.moveAll(pids[1])
+		e.ack(pids[1], 3)
+		e.ack(pids[0], 3)
+		res = round(40 * time.Second)
+		require.True(t, res.Pinned && res.Draining, "pids[1] is done, pids[0] moved")
+		require.False(t, pruning(), "held again")
+		res = roundLimited(41*time.Second, 1)
+		require.True(t, res.Pinned)
+		require.False(t, res.Draining, "the current generation is larger than the limit")
+		require.True(t, pruning(), "the prune bounds the current generation")
+		e.ack(pids[0], 4)
+		res = round(45 * time.Second)
+		require.Equal(t, []int{0}, res.Truncated)
+		require.True(t, res.Switched)
+		require.False(t, res.Pinned || res.Draining)
+	})
+
 	t.Run("RefusedWhileTablesInUse", func(t *testing.T) {
 		e := newRotateEnv(t, open)
 		pid := e.queue(1)[0]

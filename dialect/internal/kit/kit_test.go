@@ -3,6 +3,7 @@ package kit
 import (
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -199,4 +200,33 @@ func TestBoundValues(t *testing.T) {
 	}
 	_, err := newBound(Args{"mode": "off"}, struct{ S *Stmt }{Inline("INSERT INTO {body} VALUES ?rows", Rows("(?pid, ?mode)"))})
 	require.ErrorContains(t, err, "?mode is bound by the dialect")
+}
+
+func TestStallWatch(t *testing.T) {
+	var w StallWatch
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	after := 10 * time.Second
+	due, stuck := w.Due(0, t0, after)
+	require.True(t, due)
+	require.False(t, stuck)
+	require.False(t, w.Look(0, t0, map[int64]int64{1: 5, 2: 7}), "a first look is never stuck")
+	due, stuck = w.Due(0, t0.Add(after-time.Nanosecond), after)
+	require.False(t, due)
+	require.False(t, stuck)
+	due, _ = w.Due(0, t0.Add(after), after)
+	require.True(t, due)
+	require.False(t, w.Look(0, t0.Add(after), map[int64]int64{1: 6, 3: 0}), "1 moved, 2 is done, 3 is new")
+	require.True(t, w.Look(0, t0.Add(2*after), map[int64]int64{1: 9, 3: 0}), "3 has not moved")
+	due, stuck = w.Due(0, t0.Add(2*after+time.Second), after)
+	require.False(t, due)
+	require.True(t, stuck, "the last verdict, until the next look")
+	due, stuck = w.Due(1, t0.Add(2*after+time.Second), after)
+	require.True(t, due, "another generation pinned")
+	require.False(t, stuck)
+	require.False(t, w.Look(1, t0.Add(2*after+time.Second), map[int64]int64{3: 0}), "a first look of generation 1")
+	w.Reset()
+	due, _ = w.Due(1, t0.Add(2*after+2*time.Second), after)
+	require.True(t, due, "forgotten")
+	require.False(t, w.Look(1, t0.Add(2*after+2*time.Second), nil), "nothing pending")
+	require.False(t, w.Look(1, t0.Add(3*after+2*time.Second), map[int64]int64{3: 0}), "3 was not pending at the previous look")
 }
