@@ -229,7 +229,10 @@ SELECT p, s, decode(lpad(to_hex(p * ? + s), 32, '0'), 'hex'), 1 FROM generate_se
 			_, err := db.ExecContext(ctx, `ANALYZE ?, ?, ?`, incoming, parts, outgoing)
 			require.NoError(t, err)
 		}
-		var pendingPartitions []int64
+		var pendingPartitions []struct {
+			PartitionID  int64 `bun:"partition_id"`
+			ProcessedSeq int64 `bun:"processed_seq"`
+		}
 		require.NoError(t, db.NewRaw(cursors).Scan(ctx, &pendingPartitions))
 		require.Empty(t, pendingPartitions, "generation 1 holds nothing pending")
 		for _, c := range []struct {

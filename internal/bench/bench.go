@@ -165,6 +165,9 @@ type Options struct {
 	// RotateInterval overrides Builder.RotateInterval (0 keeps the
 	// default, negative is never): rotated tables on PostgreSQL.
 	RotateInterval time.Duration `json:"rotate_interval_ns,omitempty"`
+	// RotateSize overrides Builder.RotateSize (0 keeps the default,
+	// negative is never by size).
+	RotateSize int64 `json:"rotate_size,omitempty"`
 	// Progress receives a live progress line redrawn with "\r"; nil for none.
 	Progress io.Writer `json:"-"`
 	// Logger receives the outbox's and the benchmark's log; nil discards it.
@@ -319,6 +322,7 @@ type Knobs struct {
 	EnqueueChunkBytes           int    `json:"enqueue_chunk_bytes"`
 	MaybeDirtyWindow            string `json:"maybe_dirty_window"`
 	RotateInterval              string `json:"rotate_interval"`
+	RotateSize                  string `json:"rotate_size"`
 }
 
 // Autovacuum records PostgreSQL's autovacuum setting around a run.

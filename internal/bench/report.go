@@ -52,10 +52,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	k := r.Knobs
 	ew.printf("seqbox:   sequencer workers %d, batch %d (inner %d), reconcile %s; processor %s, concurrency %d, batch %d, poll %s, lease %s;\n"+
-		"          vacuum every %s, chunk %d; enqueue chunk %d rows / %s; maybe-dirty window %s; rotate every %s\n",
+		"          vacuum every %s, chunk %d; enqueue chunk %d rows / %s; maybe-dirty window %s; rotate every %s or %s\n",
 		k.SequencerWorkers, k.SequencerBatchSize, k.SequencerMaxInnerIterations, k.ReconcileInterval,
 		k.ProcessorMode, k.ProcessorConcurrency, k.ProcessorBatchSize, k.PollInterval, k.Lease,
-		k.VacuumInterval, k.VacuumChunk, k.EnqueueChunkRows, fmtBytes(int64(k.EnqueueChunkBytes)), k.MaybeDirtyWindow, k.RotateInterval)
+		k.VacuumInterval, k.VacuumChunk, k.EnqueueChunkRows, fmtBytes(int64(k.EnqueueChunkBytes)), k.MaybeDirtyWindow, k.RotateInterval, k.RotateSize)
 	ew.printf("runs:     %d x %v per figure (median [min-max]); payload %d B, %d partitions, batch %d, drain %s msgs, latency rate %d msgs/s\n",
 		o.Runs, o.Duration, o.Payload, o.Partitions, o.Batch, joinInts(o.DrainMessages), o.LatencyRate)
 	var growth []string

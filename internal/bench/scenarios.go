@@ -91,6 +91,9 @@ func (b *bencher) builder(prefix string, partitions int, h processor.Handler) *s
 	if d := b.opts.RotateInterval; d != 0 {
 		bld.RotateInterval(d)
 	}
+	if n := b.opts.RotateSize; n != 0 {
+		bld.RotateSize(n)
+	}
 	return bld
 }
 
@@ -115,6 +118,7 @@ func (b *bencher) knobs(ctx context.Context) (Knobs, error) {
 		EnqueueChunkRows: seqbox.EnqueueChunkRowsDefault, EnqueueChunkBytes: seqbox.EnqueueChunkBytesDefault,
 		MaybeDirtyWindow: seqbox.MaybeDirtyWindowDefault.String(),
 		RotateInterval:   rotateKnob(cmp.Or(b.opts.RotateInterval, seqbox.RotateIntervalDefault)),
+		RotateSize:       rotateSizeKnob(cmp.Or(b.opts.RotateSize, seqbox.RotateSizeDefault)),
 	}, nil
 }
 
@@ -124,6 +128,14 @@ func rotateKnob(d time.Duration) string {
 		return "never"
 	}
 	return d.String()
+}
+
+// rotateSizeKnob says at what size the generation switches: never, or a size.
+func rotateSizeKnob(n int64) string {
+	if n < 0 {
+		return "never"
+	}
+	return fmtBytes(n)
 }
 
 // run is one outbox on fresh tables.

@@ -76,6 +76,7 @@ func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs.IntVar(&o.ProcessorConcurrency, "processor-concurrency", 0, "override the processors' concurrency (0: library default)")
 	fs.IntVar(&o.ProcessorBatch, "processor-batch", 0, "override the queue's messages per handler call (0: library default)")
 	fs.DurationVar(&o.RotateInterval, "rotate-interval", 0, "PostgreSQL: override how often the message tables' generation switches (0: library default, negative: never)")
+	fs.Int64Var(&o.RotateSize, "rotate-size", 0, "PostgreSQL: override the size in bytes at which the message tables' generation switches (0: library default, negative: never by size)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	fs.StringVar(&c.scenarios, "scenarios", "", "comma-separated subset of: "+strings.Join(bench.AllScenarios(), ", ")+
 		"\n(default: "+strings.Join(bench.DefaultScenarios(), ", ")+")")
