@@ -94,7 +94,7 @@ func RenderRotatePending(d dialect.Dialect, db *bun.DB, gen int, since int64) (s
 // gen's pending partitions, for the external plan test.
 func RenderRotatePendingCursors(d dialect.Dialect, db *bun.DB, gen int) (string, error) {
 	pg := d.(*pgDialect)
-	return pg.Runner.Render(db.QueryGen(), rotateSQL.PendingCursors, kit.Args{"gen": gen, "outgoing": pg.genTables(gen)["outgoing"]})
+	return pg.Runner.Render(db.QueryGen(), rotateSQL.PendingCursors, kit.Args{"gen": gen, "outgoing": pg.genTables(gen)["outgoing"], "since": int64(0)})
 }
 
 // PreparedStatements are d's prepared statements as sent to the server, by

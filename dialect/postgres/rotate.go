@@ -127,9 +127,9 @@ type rotations struct {
 	// half of them under the lock, while the pipeline waited.
 	Pending *kit.Stmt
 	// PendingCursors lists the partitions that hold a message of
-	// generation ?gen not acked, as Pending finds them, with their
-	// cursors: what tells a pinned generation draining from one stuck
-	// (kit.StallWatch).
+	// generation ?gen not acked, by Pending's probes (from ?since, 0),
+	// with their cursors: what tells a pinned generation draining from one
+	// stuck (kit.StallWatch).
 	PendingCursors *kit.Stmt
 	// LockTimeout sets the lock timeout ?timeout (text, "100ms") for the
 	// rest of the transaction.
@@ -169,6 +169,18 @@ type rotations struct {
 	Pruned *kit.Stmt
 }
 
+// pendingOutgoing and pendingIncoming are the two probes by which Pending
+// and PendingCursors find a message of generation ?gen not acked: for
+// processor row pr, an outgoing row above its cursor; for partition row
+// pa, a live incoming row whose body is in ?gen, from xid ?since on. One
+// text, so that the list of pending partitions can never disagree with
+// the check that refuses the truncation.
+const (
+	pendingOutgoing = `(SELECT o.seq FROM ?outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL`
+	pendingIncoming = `(SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	AND i.xid >= CAST(CAST(?since AS text) AS xid8) AND i.body_gen = ?gen ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`
+)
+
 var rotateSQL = rotations{
 	Current: kit.Inline(`SELECT gen FROM {generations} WHERE state = 'current'`),
 	State: kit.Inline(`SELECT g.gen, g.state,
@@ -178,16 +190,11 @@ var rotateSQL = rotations{
 	pg_relation_size(to_regclass('{outgoing}_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM {generations} g ORDER BY g.gen`),
 	Empty: kit.Inline(`SELECT NOT EXISTS (SELECT 1 FROM ?body) AND NOT EXISTS (SELECT 1 FROM ?outgoing)`),
-	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr
-		WHERE (SELECT o.seq FROM ?outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
-	OR EXISTS (SELECT 1 FROM {partitions} pa
-		WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-			AND i.xid >= CAST(CAST(?since AS text) AS xid8) AND i.body_gen = ?gen ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
+	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr WHERE ` + pendingOutgoing + `)
+	OR EXISTS (SELECT 1 FROM {partitions} pa WHERE ` + pendingIncoming + `) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin`),
 	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
-WHERE (SELECT o.seq FROM ?outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL
-	OR (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-		AND i.body_gen = ?gen ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`),
+WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming),
 	LockTimeout: kit.Inline(`SELECT set_config('lock_timeout', ?timeout, true)`),
 	Lock:        kit.Inline(`LOCK TABLE ?outgoing, ?body IN ACCESS EXCLUSIVE MODE`),
 	Truncate:    kit.Inline(`TRUNCATE ?outgoing, ?body`),
@@ -389,7 +396,8 @@ func (d *pgDialect) draining(ctx context.Context, g int, p *dialect.TableRotateP
 		PartitionID  int64 `bun:"partition_id"`
 		ProcessedSeq int64 `bun:"processed_seq"`
 	}
-	if err := d.Query(ctx, d.DB(), rotateSQL.PendingCursors, kit.Args{"gen": g, "outgoing": d.genTables(g)["outgoing"]}, &rows); err != nil {
+	args := kit.Args{"gen": g, "outgoing": d.genTables(g)["outgoing"], "since": int64(0)}
+	if err := d.Query(ctx, d.DB(), rotateSQL.PendingCursors, args, &rows); err != nil {
 		return false, err
 	}
 	cursors := make(map[int64]int64, len(rows))

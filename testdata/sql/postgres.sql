@@ -469,18 +469,15 @@ FROM seqbox_generations g ORDER BY g.gen;
 SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM "seqbox_outgoing_g1");
 
 -- rotations.Pending (inlined)
-SELECT EXISTS (SELECT 1 FROM seqbox_processor pr
-		WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
-	OR EXISTS (SELECT 1 FROM seqbox_partitions pa
-		WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-			AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
+SELECT EXISTS (SELECT 1 FROM seqbox_processor pr WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
+	OR EXISTS (SELECT 1 FROM seqbox_partitions pa WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
 
 -- rotations.PendingCursors (inlined)
 SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL
-	OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-		AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
+WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
 -- rotations.LockTimeout (inlined)
 SELECT set_config('lock_timeout', '100ms', true);
