@@ -18,7 +18,7 @@ var groupSQL = kit.GroupSQL{
 WHERE partition_id IN (?pids)
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
+AND ` + headExists("{processor}.partition_id", "{processor}.processed_seq") + `
 ORDER BY partition_id FOR UPDATE SKIP LOCKED`),
 	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
 locked_until = TIMESTAMPADD(MICROSECOND, (CASE partition_id ?lease_cases END), UTC_TIMESTAMP(6)),
@@ -28,13 +28,10 @@ WHERE partition_id IN (?pids)`,
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
 	// The acks wait for the row lock instead of skipping: the rows are
 	// ours unless a lease expired, and a skip would read as a lost lease.
-	// top is two probes of outgoing's primary key (see Tops in
+	// top is probes of the generations' primary keys (see Tops in
 	// sequencer.go): is seq cursor+1 there, and if so the partition's last
 	// entry, read backwards; otherwise the cursor.
-	LockOwned: kit.Inline(`SELECT partition_id, CASE
-	WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
-	THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id ORDER BY o.seq DESC LIMIT 1)
-	ELSE processed_seq END AS top
+	LockOwned: kit.Inline(`SELECT partition_id, ` + lastSeq("{processor}.partition_id", "{processor}.processed_seq") + ` AS top
 FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner ORDER BY partition_id FOR UPDATE`),
 	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
 next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
@@ -59,11 +56,20 @@ WHERE partition_id IN (?pids)`,
 	// outgoing by "range checked for each record": one index range per
 	// partition, from its cursor to its limit; as an equality it would
 	// read every entry of the partition and filter. The body is probed by
-	// primary key from each outgoing row.
+	// primary key from each outgoing row. One arm per generation, in any
+	// order (the flow sorts the rows).
 	ReadRanges: kit.Prepare(`SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
-JOIN {outgoing} o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
-JOIN {body} b ON b.id = o.body_id`),
+JOIN {outgoing_g0} o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN {body_g0} b ON b.id = o.body_id
+UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN {outgoing_g1} o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN {body_g1} b ON b.id = o.body_id
+UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN {outgoing_g2} o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN {body_g2} b ON b.id = o.body_id`),
 	RangesArgs: func(rs []dialect.VacuumRange, _ int) kit.Args { return kit.Args{"ranges": kit.RangesJSON(rs)} },
 }
 

@@ -51,6 +51,10 @@ type mysqlDialect struct {
 	// lease takes one partition's lease: UPDATE, then read the row back
 	// (MySQL has no UPDATE … RETURNING), in the caller's transaction.
 	lease kit.LeaseFunc
+	gens  kit.GenCache   // the generation new messages go to (rotate.go)
+	stall kit.StallWatch // whether a pinned generation drains (rotate.go)
+	// onRotate is a test's hook into a truncation (rotateHook); nil.
+	onRotate func(ctx context.Context, stage string, conn bun.Conn) error
 }
 
 var (
@@ -131,8 +135,8 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 		DB: db, Prefix: prefix, Name: dialect.MySQL, Features: dialect.MultiProcess,
 		Limits: dialect.Limits{MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement},
 		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
-		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL,
-			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL},
+		Sets: []any{probes, schemaSQL, migrationLock, views, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL,
+			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL},
 		Schema:       schema,
 		TxOptions:    txOptions(srv.readCommitted),
 		IsRetryable:  isRetryable,

@@ -34,7 +34,7 @@ import (
 var processorSQL = kit.ProcessorSQL{
 	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr
 WHERE pr.partition_id IN (?pids)
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+AND ` + headExists("pr.partition_id", "pr.processed_seq") + `
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))`),
 	// Transactional mode: the row lock, not locked_until, is what keeps
@@ -42,12 +42,22 @@ AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))`),
 	// LOCKED passes over a row another transaction holds.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor}
 WHERE partition_id = ?pid AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED`),
+AND ` + headExists("?pid", "{processor}.processed_seq") + ` FOR UPDATE SKIP LOCKED`),
 	// The body probed by primary key from each outgoing row: STRAIGHT_JOIN
-	// keeps outgoing first whatever the statistics say.
-	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
-WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit`),
+	// keeps outgoing first whatever the statistics say. One arm per
+	// generation, each a range of its primary key from ?after: the batch
+	// is the first ?limit of the three, which usually come from one.
+	OutgoingList: kit.Prepare(`SELECT m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM (
+(SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing_g0} o STRAIGHT_JOIN {body_g0} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit)
+UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing_g1} o STRAIGHT_JOIN {body_g1} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit)
+UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM {outgoing_g2} o STRAIGHT_JOIN {body_g2} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit)) m
+ORDER BY m.seq LIMIT ?limit`),
 	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
 	// only to park (?park > 0): any other outcome clears it.
 	Update: kit.Prepare(`UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error,
@@ -94,7 +104,7 @@ lease_limit = ?limit, attempts = attempts + 1
 WHERE partition_id = ?pid
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL`),
+AND ` + headExists("?pid", "{processor}.processed_seq")),
 	State: kit.Prepare(`SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid AND locked_by = ?owner`),
 }
 

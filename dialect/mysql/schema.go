@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 
 	"github.com/uptrace/bun"
 
@@ -30,6 +31,16 @@ type migrationLockSQL struct {
 	// Release releases lock ?name.
 	Release *kit.Stmt
 }
+
+// viewSQL is what SchemaDrop needs beyond kit's: body and outgoing are
+// views of their generations (migration 011), which DROP TABLE leaves
+// alone.
+type viewSQL struct {
+	// Drop drops view ?view if it exists.
+	Drop *kit.Stmt
+}
+
+var views = viewSQL{Drop: kit.Inline(`DROP VIEW IF EXISTS ?view`)}
 
 var migrationLock = migrationLockSQL{
 	Take:    kit.Inline(`SELECT GET_LOCK(?name, 120)`),
@@ -62,9 +73,29 @@ func (d *mysqlDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatus
 	return schemaSQL.Status(ctx, d.Runner)
 }
 
-// SchemaDrop drops every table of the prefix.
+// SchemaDrop drops every table of the prefix: the views of body and
+// outgoing, their generations' tables, and the generations table.
 func (d *mysqlDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
-	return schemaSQL.Drop(ctx, d.Runner)
+	t := d.Tables()
+	for _, view := range []string{t.Body, t.Outgoing} {
+		if _, err := d.Write(ctx, views.Drop, kit.Args{"view": bun.Ident(view)}); err != nil {
+			return dialect.Wrap(err, "drop "+view)
+		}
+	}
+	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
+		return err
+	}
+	tables := []string{t.Generations}
+	for g := range kit.Generations {
+		s := "_g" + strconv.Itoa(g)
+		tables = append(tables, t.Body+s, t.Outgoing+s)
+	}
+	for _, table := range tables {
+		if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": bun.Ident(table)}); err != nil {
+			return dialect.Wrap(err, "drop "+table)
+		}
+	}
+	return nil
 }
 
 // schemaStatements renders the embedded schema for prefix without a

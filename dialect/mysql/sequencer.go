@@ -28,19 +28,16 @@ var moveSQL = kit.MoveSQL{
 	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid FOR UPDATE SKIP LOCKED`),
 	// A plain read: the partition lock already serialises sequencers, and
 	// rows of still-open producers are invisible here; they get later seqs.
-	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
-	// Two probes of outgoing's primary key per partition, never a walk of
-	// the rows the vacuum deleted below the cursor (InnoDB keeps them,
+	SelectIncoming: kit.Inline(`SELECT id, body_id, body_gen FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
+	// Probes of the generations' primary keys per partition, never a walk
+	// of the rows the vacuum deleted below the cursor (InnoDB keeps them,
 	// delete-marked, while any read view may see them): is seq cursor+1
-	// there, and if so the partition's last entry, read backwards. A
-	// correlated range "seq > cursor" is read by the partition prefix and
-	// filtered, through every delete-marked entry. A plain read, in a
-	// statement after the partition lock: its snapshot sees every move
-	// that held the lock before.
-	Tops: kit.Inline(`SELECT pr.partition_id, CASE
-	WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
-	THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1)
-	ELSE pr.processed_seq END AS top
+	// there, and if so the partition's last entry in each generation, read
+	// backwards (lastSeq). A correlated range "seq > cursor" is read by the
+	// partition prefix and filtered, through every delete-marked entry. A
+	// plain read, in a statement after the partition lock: its snapshot
+	// sees every move that held the lock before.
+	Tops: kit.Inline(`SELECT pr.partition_id, ` + lastSeq("pr.partition_id", "pr.processed_seq") + ` AS top
 FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	// In id order, the order every several-partition move locks them in.
 	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id FOR UPDATE SKIP LOCKED`),
@@ -55,15 +52,17 @@ FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	// whole backlog, so partition_id is bounded by >= and <= instead
 	// (EXPLAIN: "Range checked for each record"). One statement, one read
 	// view: the bounds and the rows agree.
-	SelectHeads: kit.Prepare(`SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id
+	SelectHeads: kit.Prepare(`SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen
 FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM {incoming} x FORCE INDEX ({incoming}_partition_id)
 		WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?offset), 9223372036854775807) AS last_id
 	FROM JSON_TABLE(?pids, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h
 JOIN {incoming} i FORCE INDEX ({incoming}_partition_id)
 	ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id`),
 	Write: kit.WriteSQL{
-		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+		// Into the generation of the rows' bodies, ?outgoing (rotate.go).
+		InsertOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
 			kit.Rows(`(?pid, ?seq, ?body_id, UTC_TIMESTAMP(6))`)),
+		PerGen: true,
 		// The ids read, given as one JSON array, joined to incoming with
 		// STRAIGHT_JOIN so every row is found by primary key. A plain
 		// "DELETE … WHERE id IN (…)" may be planned as a table scan while

@@ -72,6 +72,7 @@ WHERE a.i * 100 + b.i < 5003 ORDER BY a.i, b.i`, bun.Ident(tables.Incoming))
 		PartitionID int64  `bun:"partition_id"`
 		ID          int64  `bun:"id"`
 		BodyID      []byte `bun:"body_id"`
+		BodyGen     int16  `bun:"body_gen"`
 	}
 	require.NoError(t, d.Query(ctx, conn, moveSQL.SelectHeads, kit.Args{"pids": kit.JSONArray([]int64{3, 2, 1}), "offset": 9}, &got))
 	read := reads() - before

@@ -42,6 +42,19 @@ func TestStatements(t *testing.T) {
 		"PurgeSQL.DeleteBodies?ids":            messageIDs,
 		"PurgeSQL.BlankBodies?ids":             messageIDs,
 		"PurgeSQL.BlankBodies?payload":         []byte{},
+		// One generation's tables (rotate.go), and the rotator's values.
+		"gen":                             int16(1),
+		"body":                            bun.Ident("seqbox_body_g1"),
+		"outgoing":                        bun.Ident("seqbox_outgoing_g1"),
+		"view":                            bun.Ident("seqbox_body"),
+		"interval_us":                     int64(30_000_000),
+		"hold_us":                         int64(1_500_000),
+		"timeout":                         0.1,
+		"rotations.Turn?name":             "seqbox_rotate",
+		"rotations.Release?name":          "seqbox_rotate",
+		"rotations.Truncate?table":        bun.Ident("seqbox_outgoing_g1"),
+		"rotations.RotateSQL.Switch?from": 0,
+		"rotations.RotateSQL.Switch?to":   1,
 	}
 	golden.Statements(t, "mysql", d.Runner, schema.NewQueryGen(mysqldialect.New()), overrides, *update)
 }

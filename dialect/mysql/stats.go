@@ -19,15 +19,17 @@ var statsSQL = kit.StatsSQL{
 	// of a backlog (BENCHMARKS.md, "Figures behind design choices", "Oldest
 	// message by index").
 	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
-CASE WHEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
- THEN (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1)
- ELSE pr.processed_seq END AS sequence,
+` + lastSeq("pa.id", "pr.processed_seq") + ` AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
-(SELECT b.created_at FROM {outgoing} o STRAIGHT_JOIN {body} b ON b.id = o.body_id
- WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
+COALESCE((SELECT b.created_at FROM {outgoing_g0} o STRAIGHT_JOIN {body_g0} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM {outgoing_g1} o STRAIGHT_JOIN {body_g1} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM {outgoing_g2} o STRAIGHT_JOIN {body_g2} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
 (SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id) AS incoming,
-(SELECT b.created_at FROM {incoming} i STRAIGHT_JOIN {body} b ON b.id = i.body_id
- WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+(SELECT ` + incomingBody("created_at") + `
+ FROM {incoming} i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
 WHERE ?pid = 0 OR pa.id = ?pid ORDER BY pa.queue, pa.partition_no`),
 	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}

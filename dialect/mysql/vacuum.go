@@ -22,16 +22,20 @@ type vacuumStmts struct {
 }
 
 var vacuumSQL = vacuumStmts{
+	// None while the rotator holds the prune (rotate.go): truncation will
+	// remove the rows.
 	Counters: kit.Inline(`SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v
-JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq`),
+JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+AND NOT EXISTS (SELECT 1 FROM {generations} g WHERE g.prune_held_until > UTC_TIMESTAMP(6))`),
 	// A multi-table DELETE: the portable DELETE … WHERE id IN (SELECT …)
 	// scans the whole body table per chunk on MariaDB. STRAIGHT_JOIN reads
 	// the ranges, then outgoing by primary key, then bodies by primary
 	// key, so it never waits on the uncommitted body rows of open producers.
+	// One generation, ?outgoing and ?body, per run.
 	Delete: kit.Inline(`DELETE o, b
 FROM JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
-STRAIGHT_JOIN {outgoing} o ON o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi
-STRAIGHT_JOIN {body} b ON b.id = o.body_id`),
+STRAIGHT_JOIN ?outgoing o ON o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi
+STRAIGHT_JOIN ?body b ON b.id = o.body_id`),
 	// Monotonic: overlapping sweeps of two processes never move it back.
 	Pruned: kit.Inline(`UPDATE JSON_TABLE(?ranges, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
 STRAIGHT_JOIN {vacuum_counter} v ON v.partition_id = r.pid
@@ -43,16 +47,23 @@ func (d *mysqlDialect) VacuumCounterList(ctx context.Context, _ *dialect.VacuumC
 	return kit.VacuumCounters(ctx, d.Runner, vacuumSQL.Counters)
 }
 
-// VacuumDelete deletes every range in one statement and records them as
-// pruned in a second, in one transaction.
+// VacuumDelete deletes every range in one statement per generation and
+// records them as pruned in a last one, in one transaction.
 func (d *mysqlDialect) VacuumDelete(ctx context.Context, p *dialect.VacuumDeleteParams) (int, error) {
-	args := kit.Args{"ranges": kit.RangesJSON(p.Ranges)}
+	ranges := kit.RangesJSON(p.Ranges)
 	var n int64
-	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) (err error) {
-		if n, err = d.Affected(ctx, tx, vacuumSQL.Delete, args); err != nil {
-			return err
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		n = 0
+		for g := range kit.Generations {
+			args := kit.GenTables(d.Tables(), g)
+			args["ranges"] = ranges
+			deleted, err := d.Affected(ctx, tx, vacuumSQL.Delete, args)
+			if err != nil {
+				return err
+			}
+			n += deleted
 		}
-		_, err = d.Exec(ctx, tx, vacuumSQL.Pruned, args)
+		_, err := d.Exec(ctx, tx, vacuumSQL.Pruned, kit.Args{"ranges": ranges})
 		return err
 	})
 	// Each message is one outgoing and one body row.

@@ -48,7 +48,7 @@ const cteInsertMaxRows = 49
 // once per call so that a body and its incoming row always agree; a stale
 // one is safe (rotate.go).
 func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
-	gen := d.gens.current(d)
+	gen := d.gens.Current(d.Runner, rotateSQL.Current)
 	two := insertSQL.InsertGen(d.Runner, gen)
 	return kit.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
 		if len(rows) > cteInsertMaxRows {

@@ -37,7 +37,7 @@ type pgDialect struct {
 	*kit.Runner
 	listen ListenFunc        // nil: no wake-ups from other processes
 	commit SynchronousCommit // seqbox's own transactions' synchronous_commit
-	gens   gens              // the generation new messages go to (rotate.go)
+	gens   kit.GenCache      // the generation new messages go to (rotate.go)
 	stall  kit.StallWatch    // whether a pinned generation drains (rotate.go)
 	// onRotate is a test's hook into a truncation (rotateHook); nil.
 	onRotate func(ctx context.Context, stage string, tx bun.Tx) error

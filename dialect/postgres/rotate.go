@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/uptrace/bun"
@@ -34,78 +32,13 @@ import (
 // the emptied table, where the pipeline finds its rows as it finds any
 // other: every read goes through the parent, all three generations.
 
-// genRefresh is how old the cached generation may get before an enqueue
-// starts reading it again.
-const genRefresh = time.Second
-
-// gens caches the current generation for enqueue. Until it is first read,
-// it says 0: a stale generation only delays a truncation, never loses a
-// row (see above), so a cache that is wrong is safe, only slower to free
-// space.
-type gens struct {
-	gen        atomic.Int32
-	at         atomic.Int64 // time.Now().UnixNano() of the last read, 0 never
-	refreshing atomic.Bool
-	mu         sync.Mutex // serialises writers, so that a read never overwrites a newer one
-	version    uint64     // under mu: writes so far
-}
-
-// current is the cached generation. When it is older than genRefresh it
-// starts one read in the background: the caller's enqueue never waits for
-// it and runs no extra statement in its transaction.
-func (g *gens) current(d *pgDialect) int16 {
-	if time.Since(time.Unix(0, g.at.Load())) > genRefresh && g.refreshing.CompareAndSwap(false, true) {
-		g.mu.Lock()
-		v := g.version
-		g.mu.Unlock()
-		go func() {
-			defer g.refreshing.Store(false)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			var cur []int16
-			if err := d.Query(ctx, d.DB(), rotateSQL.Current, nil, &cur); err == nil && len(cur) == 1 {
-				g.store(int(cur[0]), v)
-			}
-		}()
-	}
-	return int16(g.gen.Load())
-}
-
-// set records gen as current, read now.
-func (g *gens) set(gen int) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.version++
-	g.gen.Store(int32(gen))
-	g.at.Store(time.Now().UnixNano())
-}
-
-// store records gen, read in the background, unless a write newer than the
-// read's start (version) came first: the rotator's own switch, say.
-func (g *gens) store(gen int, version uint64) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.version != version {
-		return
-	}
-	g.version++
-	g.gen.Store(int32(gen))
-	g.at.Store(time.Now().UnixNano())
-}
-
 // rotations is the rotator's statements. The generation's tables are
 // ?body and ?outgoing, bun.Ident values ({body}_gN, {outgoing}_gN).
+// State reads the bytes a generation's two partitions take from their file
+// sizes (indexes and TOAST included: exact, and costs no scan), and their
+// pages (floorPages).
 type rotations struct {
-	// Current reads the current generation.
-	Current *kit.Stmt
-	// State reads every generation: its state; whether it was opened more
-	// than ?interval_us ago; the bytes its two partitions take (file
-	// sizes, indexes and TOAST included: exact, and costs no scan).
-	State *kit.Stmt
-	// Empty reads whether ?body and ?outgoing hold no row at all (a
-	// closed generation nothing was written to is marked empty without
-	// truncating it: no lock).
-	Empty *kit.Stmt
+	kit.RotateSQL
 	// Pending reads whether generation ?gen holds a message not acked,
 	// and its snapshot's xmin: an outgoing row above its partition's
 	// cursor (one probe per partition, first: it is what usually
@@ -126,11 +59,6 @@ type rotations struct {
 	// generation has none): 0.5–2.5 s per check in an autovacuum-on soak,
 	// half of them under the lock, while the pipeline waited.
 	Pending *kit.Stmt
-	// PendingCursors lists the partitions that hold a message of
-	// generation ?gen not acked, by Pending's probes (from ?since, 0),
-	// with their cursors: what tells a pinned generation draining from one
-	// stuck (kit.StallWatch).
-	PendingCursors *kit.Stmt
 	// LockTimeout sets the lock timeout ?timeout (text, "100ms") for the
 	// rest of the transaction.
 	LockTimeout *kit.Stmt
@@ -141,15 +69,6 @@ type rotations struct {
 	// timeout, refusing most truncations under traffic.
 	Lock     *kit.Stmt
 	Truncate *kit.Stmt
-	// MarkEmpty marks closed generation ?gen empty.
-	MarkEmpty *kit.Stmt
-	// Switch closes current generation ?from and opens empty generation
-	// ?to (two rows, or none: the states moved meanwhile); the prune's
-	// hold moves with the current row.
-	Switch *kit.Stmt
-	// Hold pauses the row-by-row prune until ?hold_us from now, or ends
-	// the pause (?hold_us 0); see vacuumSQL.Counters.
-	Hold *kit.Stmt
 	// FloorBody and FloorOutgoing write ?rows rows of nearly a quarter of
 	// a page each into generation ?gen's ?body and ?outgoing, and
 	// FloorDelete deletes them again in the same transaction, leaving
@@ -162,15 +81,10 @@ type rotations struct {
 	// Analyze takes ?body and ?outgoing's statistics, which also makes
 	// every cached plan that reads them be planned again.
 	Analyze *kit.Stmt
-	// Pruned moves each partition's pruned_seq up to what is now gone: the
-	// seq below the first row left above it, never past the cursor
-	// (vacuum_counter.pruned_seq: every row at or below it is deleted). A
-	// move running meanwhile adds rows only above the cursor.
-	Pruned *kit.Stmt
 }
 
 // pendingOutgoing and pendingIncoming are the two probes by which Pending
-// and PendingCursors find a message of generation ?gen not acked: for
+// and PendingCursors (from ?since 0) find a message of generation ?gen not acked: for
 // processor row pr, an outgoing row above its cursor; for partition row
 // pa, a live incoming row whose body is in ?gen, from xid ?since on. One
 // text, so that the list of pending partitions can never disagree with
@@ -181,7 +95,7 @@ const (
 	AND i.xid >= CAST(CAST(?since AS text) AS xid8) AND i.body_gen = ?gen ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`
 )
 
-var rotateSQL = rotations{
+var rotateSQL = rotations{RotateSQL: kit.RotateSQL{
 	Current: kit.Inline(`SELECT gen FROM {generations} WHERE state = 'current'`),
 	State: kit.Inline(`SELECT g.gen, g.state,
 	COALESCE(g.opened_at < now() - CAST(?interval_us AS double precision) * interval '1 microsecond', false) AS old,
@@ -190,15 +104,9 @@ var rotateSQL = rotations{
 	pg_relation_size(to_regclass('{outgoing}_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM {generations} g ORDER BY g.gen`),
 	Empty: kit.Inline(`SELECT NOT EXISTS (SELECT 1 FROM ?body) AND NOT EXISTS (SELECT 1 FROM ?outgoing)`),
-	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr WHERE ` + pendingOutgoing + `)
-	OR EXISTS (SELECT 1 FROM {partitions} pa WHERE ` + pendingIncoming + `) AS pending,
-	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin`),
 	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
 WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming),
-	LockTimeout: kit.Inline(`SELECT set_config('lock_timeout', ?timeout, true)`),
-	Lock:        kit.Inline(`LOCK TABLE ?outgoing, ?body IN ACCESS EXCLUSIVE MODE`),
-	Truncate:    kit.Inline(`TRUNCATE ?outgoing, ?body`),
-	MarkEmpty:   kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = now() WHERE gen = ?gen AND state = 'closed'`),
+	MarkEmpty: kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = now() WHERE gen = ?gen AND state = 'closed'`),
 	Switch: kit.Inline(`UPDATE {generations} SET state = CASE WHEN gen = ?to THEN 'current' ELSE 'closed' END,
 	opened_at = CASE WHEN gen = ?to THEN now() ELSE opened_at END,
 	closed_at = CASE WHEN gen = ?from THEN now() ELSE closed_at END,
@@ -207,6 +115,18 @@ WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty')`),
 	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS bigint) > 0
 	THEN now() + CAST(?hold_us AS double precision) * interval '1 microsecond' END
 WHERE state = 'current'`),
+	Pruned: kit.Inline(`UPDATE {vacuum_counter} v SET pruned_seq = n.seq
+FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM {outgoing} o
+		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
+	FROM {processor} pr JOIN {vacuum_counter} vc ON vc.partition_id = pr.partition_id) n
+WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq`),
+},
+	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr WHERE ` + pendingOutgoing + `)
+	OR EXISTS (SELECT 1 FROM {partitions} pa WHERE ` + pendingIncoming + `) AS pending,
+	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin`),
+	LockTimeout: kit.Inline(`SELECT set_config('lock_timeout', ?timeout, true)`),
+	Lock:        kit.Inline(`LOCK TABLE ?outgoing, ?body IN ACCESS EXCLUSIVE MODE`),
+	Truncate:    kit.Inline(`TRUNCATE ?outgoing, ?body`),
 	FloorBody: kit.Inline(`INSERT INTO ?body (id, payload_type, payload, gen)
 SELECT convert_to(?marker, 'UTF8') || int4send(i), ?marker, convert_to(repeat('x', 1900), 'UTF8'), CAST(?gen AS smallint)
 FROM generate_series(1, CAST(?rows AS integer)) i`),
@@ -217,30 +137,6 @@ FROM generate_series(1, CAST(?rows AS integer)) i`),
 	FROM generate_series(1, CAST(?rows AS integer)) i))
 DELETE FROM ?outgoing WHERE partition_id = -1`),
 	Analyze: kit.Inline(`ANALYZE ?body, ?outgoing`),
-	Pruned: kit.Inline(`UPDATE {vacuum_counter} v SET pruned_seq = n.seq
-FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM {outgoing} o
-		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
-	FROM {processor} pr JOIN {vacuum_counter} vc ON vc.partition_id = pr.partition_id) n
-WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq`),
-}
-
-// The generation states, as {generations}.state holds them.
-const (
-	genCurrent = "current"
-	genClosed  = "closed"
-	genEmpty   = "empty"
-)
-
-// generations is the number of generations; migration 011 creates them.
-const generations = 3
-
-type genRow struct {
-	Gen           int    `bun:"gen"`
-	State         string `bun:"state"`
-	Old           bool   `bun:"old"`
-	Size          int64  `bun:"size"`
-	BodyPages     int64  `bun:"body_pages"`
-	OutgoingPages int64  `bun:"outgoing_pages"`
 }
 
 // floorPages is the size below which no generation's table is left, so
@@ -263,6 +159,9 @@ const floorRows = 4 * floorPages
 // floorMarker begins every floor row's id (body) and body_id (outgoing).
 const floorMarker = "seqbox-floor-"
 
+// genTables are generation gen's two tables.
+func (d *pgDialect) genTables(gen int) kit.Args { return kit.GenTables(d.Tables(), gen) }
+
 // errPending rolls back a truncation whose checks under the lock found a
 // message not acked.
 var errPending = errors.New("seqbox: generation holds messages not acked")
@@ -277,199 +176,44 @@ func (d *pgDialect) rotateHook(ctx context.Context, stage string, tx bun.Tx) err
 	return d.onRotate(ctx, stage, tx)
 }
 
-// genTables are generation gen's two tables.
-func (d *pgDialect) genTables(gen int) kit.Args {
-	t := d.Tables()
-	s := "_g" + strconv.Itoa(gen)
-	return kit.Args{"body": bun.Ident(t.Body + s), "outgoing": bun.Ident(t.Outgoing + s)}
+// rotation is the rotator of this dialect: the flow every rotating dialect
+// shares (kit.Rotation), with PostgreSQL's turn, truncation and floor.
+func (d *pgDialect) rotation() *kit.Rotation {
+	return &kit.Rotation{R: d.Runner, SQL: rotateSQL.RotateSQL, Gens: &d.gens, Stall: &d.stall,
+		Turn: d.rotateTurn, Truncate: d.truncateGen, Maintain: d.restoreFloors, CursorArgs: kit.Args{"since": int64(0)}}
 }
 
-// TableRotate runs one round of the rotation; see vacuum.Rotator. Every
-// process reads the current generation (enqueue's cache); the process that
-// holds the turn — the advisory lock TableVacuum takes, so that a table
-// VACUUM and a truncation never queue behind each other — also truncates
-// closed generations, switches the current one when it is due, and holds
-// or releases the row-by-row prune.
+// TableRotate runs one round of the rotation; see vacuum.Rotator.
 func (d *pgDialect) TableRotate(ctx context.Context, p *dialect.TableRotateParams) (dialect.TableRotateResult, error) {
-	var res dialect.TableRotateResult
-	_, cur, err := d.genState(ctx, p.Interval)
-	if err != nil {
-		return res, err
-	}
-	d.gens.set(cur)
-	res.Current = cur
-	conn, err := d.DB().Conn(ctx)
-	if err != nil {
-		return res, d.Wrap(err)
-	}
-	defer conn.Close()
+	return d.rotation().Round(ctx, p)
+}
+
+// rotateTurn takes the rotator's turn: the advisory lock TableVacuum
+// takes, so that a table VACUUM and a truncation never queue behind each
+// other.
+func (d *pgDialect) rotateTurn(ctx context.Context, conn bun.Conn) (func(), bool, error) {
 	lock := kit.Args{"name": d.Tables().Prefix + "table_vacuum"}
 	var got bool
-	if err := d.Query(ctx, conn, vacuumSQL.TryLock, lock, &got); err != nil {
-		return res, err
+	if err := d.Query(ctx, conn, vacuumSQL.TryLock, lock, &got); err != nil || !got {
+		return nil, false, err
 	}
-	if !got {
-		return res, nil
-	}
-	defer func() {
-		_, _ = d.Exec(context.WithoutCancel(ctx), conn, vacuumSQL.Unlock, lock)
-	}()
-	res.Turn = true
-	// State again, under the turn: the previous holder may have moved it.
-	rows, cur, err := d.genState(ctx, p.Interval)
-	if err != nil {
-		return res, err
-	}
-	// The oldest closed generation first: it is the next to open.
-	for _, g := range []int{(cur + 1) % generations, (cur + 2) % generations} {
-		if rows[g].State != genClosed {
-			continue
-		}
-		truncated, reason, err := d.truncateGen(ctx, g, p.LockTimeout)
-		if err != nil {
-			return res, fmt.Errorf("seqbox: rotate: truncate generation %d: %w", g, err)
-		}
-		if reason != "" {
-			res.Refused = append(res.Refused, dialect.RotateRefusal{Gen: g, Reason: reason})
-			continue
-		}
-		rows[g].State = genEmpty
-		if truncated {
-			res.Truncated = append(res.Truncated, g)
-		}
-	}
-	if err := d.restoreFloors(ctx, rows); err != nil {
-		return res, err
-	}
-	if len(res.Truncated) > 0 {
-		if _, err := d.Exec(ctx, d.DB(), rotateSQL.Pruned, nil); err != nil {
-			return res, err
-		}
-	}
-	due := rows[cur].Old || (p.Size > 0 && rows[cur].Size > p.Size)
-	if due {
-		next := (cur + 1) % generations
-		if rows[next].State != genEmpty {
-			res.Pinned = true
-		} else if switched, err := d.switchGen(ctx, cur, next); err != nil {
-			return res, err
-		} else if switched {
-			d.gens.set(next)
-			res.Switched, res.Current = true, next
-		}
-	}
-	if res.Pinned && p.StallAfter > 0 && (p.DrainLimit <= 0 || rows[cur].Size <= p.DrainLimit) {
-		if res.Draining, err = d.draining(ctx, (cur+1)%generations, p); err != nil {
-			return res, err
-		}
-	} else if !res.Pinned {
-		d.stall.Reset()
-	}
-	hold := p.Hold
-	if res.Pinned && !res.Draining {
-		hold = 0
-	}
-	if _, err := d.Exec(ctx, d.DB(), rotateSQL.Hold, kit.Args{"hold_us": hold.Microseconds()}); err != nil {
-		return res, err
-	}
-	return res, nil
+	return func() { _, _ = d.Exec(context.WithoutCancel(ctx), conn, vacuumSQL.Unlock, lock) }, true, nil
 }
 
-// draining reports whether pinned generation g is draining: every
-// partition holding its messages not acked has acked some since the look
-// p.StallAfter ago (kit.StallWatch). Then the prune stays held: the
-// generation will be truncated once drained, and the prune would only
-// delete rows that the truncation removes anyway (a 5M-message drain ran
-// at 0.68 of a 1M one with the prune, 1.03 without; docs/ROTATION.md).
-// The caller bounds how large the current generation may grow meanwhile
-// (p.DrainLimit).
-func (d *pgDialect) draining(ctx context.Context, g int, p *dialect.TableRotateParams) (bool, error) {
-	now := p.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
-	due, stuck := d.stall.Due(g, now, p.StallAfter)
-	if !due {
-		return !stuck, nil
-	}
-	var rows []struct {
-		PartitionID  int64 `bun:"partition_id"`
-		ProcessedSeq int64 `bun:"processed_seq"`
-	}
-	args := kit.Args{"gen": g, "outgoing": d.genTables(g)["outgoing"], "since": int64(0)}
-	if err := d.Query(ctx, d.DB(), rotateSQL.PendingCursors, args, &rows); err != nil {
-		return false, err
-	}
-	cursors := make(map[int64]int64, len(rows))
-	for _, r := range rows {
-		cursors[r.PartitionID] = r.ProcessedSeq
-	}
-	return !d.stall.Look(g, now, cursors), nil
-}
-
-// genState reads the generations, indexed by gen, and the current one.
-func (d *pgDialect) genState(ctx context.Context, interval time.Duration) ([]genRow, int, error) {
-	if interval <= 0 {
-		interval = 100 * 365 * 24 * time.Hour // never by age
-	}
-	var rows []genRow
-	if err := d.Query(ctx, d.DB(), rotateSQL.State, kit.Args{"interval_us": interval.Microseconds()}, &rows); err != nil {
-		return nil, 0, err
-	}
-	cur := -1
-	for i, r := range rows {
-		if r.Gen != i {
-			return nil, 0, fmt.Errorf("seqbox: rotate: generation %d found at row %d: the generations table is damaged", r.Gen, i)
-		}
-		if r.State == genCurrent {
-			cur = i
-		}
-	}
-	if len(rows) != generations || cur < 0 {
-		return nil, 0, fmt.Errorf("seqbox: rotate: %d generations, current %d: the generations table is damaged", len(rows), cur)
-	}
-	return rows, cur, nil
-}
-
-// switchGen makes next, empty, the current generation, and cur closed.
-// An idle current generation is switched too: closing it costs two row
-// updates, and a closed generation that holds nothing is marked empty
-// without a lock; and so a pinned generation comes round as the next one,
-// and pins, whether messages flow or not.
-func (d *pgDialect) switchGen(ctx context.Context, cur, next int) (bool, error) {
-	n, err := d.Affected(ctx, d.DB(), rotateSQL.Switch, kit.Args{"from": cur, "to": next})
-	if err != nil {
-		return false, err
-	}
-	return n == 2, nil
-}
-
-// truncateGen empties closed generation g if every message in it is acked,
-// and marks it empty (truncated: it held rows); it returns why not
+// truncateGen empties closed generation g, which holds rows, if every
+// message in it is acked, and marks it empty; it returns why not
 // otherwise. The decision is the check made under the lock: the one before
 // it only spares a lock that would be taken for nothing.
-func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Duration) (truncated bool, _ dialect.RotateReason, _ error) {
+func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Duration) (dialect.RotateReason, error) {
 	tables := d.genTables(g)
-	var empty bool
-	if err := d.Query(ctx, d.DB(), rotateSQL.Empty, tables, &empty); err != nil {
-		return false, "", err
-	}
-	if empty {
-		// Nothing to free: no lock. Nothing is pending either: an incoming
-		// row's body is in its generation, committed with it. A stale
-		// writer may still add rows to an empty generation, as to a
-		// truncated one (see above).
-		_, err := d.Exec(ctx, d.DB(), rotateSQL.MarkEmpty, kit.Args{"gen": g})
-		return false, "", err
-	}
 	check := kit.Args{"gen": g, "outgoing": tables["outgoing"], "since": int64(0)}
 	var pending bool
 	var xmin int64
 	if err := d.Query(ctx, d.DB(), rotateSQL.Pending, check, &pending, &xmin); err != nil {
-		return false, "", err
+		return "", err
 	}
 	if pending {
-		return false, dialect.RotatePending, nil
+		return dialect.RotatePending, nil
 	}
 	check["since"] = xmin
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
@@ -503,13 +247,13 @@ func (d *pgDialect) truncateGen(ctx context.Context, g int, lockTimeout time.Dur
 	})
 	switch {
 	case err == nil:
-		return true, "", nil
+		return "", nil
 	case errors.Is(err, errPending):
-		return false, dialect.RotatePending, nil
+		return dialect.RotatePending, nil
 	case sqlState(err) == "55P03":
-		return false, dialect.RotateBusy, nil
+		return dialect.RotateBusy, nil
 	}
-	return false, "", err
+	return "", err
 }
 
 // floor writes generation g's floor (floorPages) in tx: rows written and
@@ -538,7 +282,7 @@ func (d *pgDialect) floor(ctx context.Context, tx bun.Tx, g int) error {
 // elsewhere, and the probe wins from 12 pages already. Then it analyzes
 // them, so that plans made while they looked empty are made again.
 // Truncation writes its own floor; this only restores one.
-func (d *pgDialect) restoreFloors(ctx context.Context, rows []genRow) error {
+func (d *pgDialect) restoreFloors(ctx context.Context, rows []kit.GenRow) error {
 	for _, r := range rows {
 		if r.BodyPages >= floorPages/2 && r.OutgoingPages >= floorPages/2 {
 			continue

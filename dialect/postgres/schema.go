@@ -65,7 +65,7 @@ func (d *pgDialect) SchemaMigrate(ctx context.Context, _ *dialect.SchemaMigrateP
 	if err := schemaSQL.Migrate(ctx, d.Runner, lockMigrations); err != nil {
 		return err
 	}
-	rows, _, err := d.genState(ctx, 0)
+	rows, _, err := d.rotation().State(ctx, 0)
 	if err != nil {
 		return err
 	}

@@ -66,11 +66,18 @@ func postgresStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 
 // mysqlStorage reads InnoDB's size estimates and the history list length
 // (undo not yet purged: a held read view keeps every delete-marked row,
-// and index scans walk them).
+// and index scans walk them). body and outgoing are views of their
+// generations' tables (docs/ROTATION.md): each generation counts under
+// its view's name.
 func mysqlStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 	t := d.Tables()
+	names := t.All()
+	generations := []string{"_g0", "_g1", "_g2"}
+	for _, g := range generations {
+		names = append(names, t.Body+g, t.Outgoing+g)
+	}
 	rows, err := d.DB().QueryContext(ctx, `SELECT table_name, COALESCE(data_length, 0) + COALESCE(index_length, 0), COALESCE(table_rows, 0)
-		FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?)`, bun.List(t.All()))
+		FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE' AND table_name IN (?)`, bun.List(names))
 	if err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 	}
@@ -83,7 +90,11 @@ func mysqlStorage(ctx context.Context, d dialect.Dialect) (Storage, error) {
 			return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)
 		}
 		short := strings.TrimPrefix(name, t.Prefix)
-		st.TableBytes[short], st.LiveRows[short] = size, live
+		for _, g := range generations {
+			short = strings.TrimSuffix(short, g)
+		}
+		st.TableBytes[short] += size
+		st.LiveRows[short] += live
 	}
 	if err := rows.Err(); err != nil {
 		return Storage{}, fmt.Errorf("bench: table sizes of %s*: %w", t.Prefix, err)

@@ -127,6 +127,20 @@ func (e *Env) Count(table string) int {
 	return n
 }
 
+// MarkPurged marks partition pid's outgoing row seq purged in tx, as a
+// purge's tombstone does. On MariaDB outgoing is a view of its generations'
+// tables (docs/ROTATION.md), so each of them is updated; the row is in one.
+func (e *Env) MarkPurged(tx bun.Tx, pid, seq int64) {
+	tables := []string{e.Prefix + "outgoing"}
+	if e.D.Name() == dialect.MySQL {
+		tables = []string{e.Prefix + "outgoing_g0", e.Prefix + "outgoing_g1", e.Prefix + "outgoing_g2"}
+	}
+	for _, t := range tables {
+		_, err := tx.NewRaw("UPDATE ? SET purged = 1 WHERE partition_id = ? AND seq = ?", bun.Ident(t), pid, seq).Exec(e.Ctx)
+		require.NoError(e.T, err)
+	}
+}
+
 // ScratchTable creates a table of this env's prefix plus name with the
 // given columns (a handler's effects), dropped when the test ends, and
 // returns its name.

@@ -167,8 +167,7 @@ func testPurgeRacesLease(e *Env) {
 	require.NoError(e.T, err)
 	_, err = tx.NewRaw("UPDATE ? SET purges = purges + 1 WHERE partition_id = ?", bun.Ident(e.Prefix+"processor"), pid).Exec(e.Ctx)
 	require.NoError(e.T, err)
-	_, err = tx.NewRaw("UPDATE ? SET purged = 1 WHERE partition_id = ? AND seq = 2", bun.Ident(e.Prefix+"outgoing"), pid).Exec(e.Ctx)
-	require.NoError(e.T, err)
+	e.MarkPurged(tx, pid, 2)
 
 	type leased struct {
 		res dialect.ProcessorLeaseResult
@@ -199,8 +198,7 @@ func testPurgeRacesLease(e *Env) {
 	require.NoError(e.T, err)
 	_, err = tx.NewRaw("UPDATE ? SET purges = purges + 1 WHERE partition_id = ?", bun.Ident(e.Prefix+"processor"), pid).Exec(e.Ctx)
 	require.NoError(e.T, err)
-	_, err = tx.NewRaw("UPDATE ? SET purged = 1 WHERE partition_id = ? AND seq = 3", bun.Ident(e.Prefix+"outgoing"), pid).Exec(e.Ctx)
-	require.NoError(e.T, err)
+	e.MarkPurged(tx, pid, 3)
 	go func() {
 		res, err := al.ProcessorAckLease(e.Ctx, &dialect.ProcessorAckLeaseParams{
 			Ack:  dialect.ProcessorAdvance(pid, "racer", 1, nil),

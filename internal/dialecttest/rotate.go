@@ -296,7 +296,10 @@ func testTableRotate(t *testing.T, open Open) {
 		require.NoError(t, tx.Commit())
 		require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, e.rotate(false).Refused, "its message is not moved")
 		e.moveAll(pid)
-		require.Equal(t, []int{0, 0}, e.gens(pid), "its outgoing row is in its body's generation")
+		// Seq 1's row may be gone already: MariaDB truncates a generation's
+		// outgoing table, all acked, before it finds the body table in use.
+		gens := e.gens(pid)
+		require.Equal(t, 0, gens[len(gens)-1], "its outgoing row is in its body's generation")
 		require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, e.rotate(false).Refused, "its message is not acked")
 		list, err := e.d.OutgoingList(e.ctx, &dialect.OutgoingListParams{Conn: e.db, PartitionID: pid, AfterSeq: 1, Limit: 10})
 		require.NoError(t, err)

@@ -245,3 +245,80 @@ PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
 EXECUTE sb_migrate_ddl;
 
 DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- Tables rotated instead of pruned (docs/ROTATION.md; docs/ARCHITECTURE.md,
+-- "Tables and locks").
+--
+-- body and outgoing become three generations of separate tables,
+-- seqbox_body_g0, seqbox_body_g1, seqbox_body_g2 and seqbox_outgoing_g0, … seqbox_outgoing_g2; every statement names the ones
+-- it reads. Not one partitioned table: truncating a partition is DDL on
+-- the whole table, whose metadata lock waits for every open transaction
+-- that touched any partition (a producer's), and every statement on the
+-- table queues behind it (docs/ROTATION.md, "MariaDB").
+--
+-- The existing tables become generation 0 by a RENAME, which is metadata
+-- only: rows and indexes stay. Keys stay per table, (id) and
+-- (partition_id, seq): a seq is unique across generations because moves
+-- allocate under the partition lock and read the top of all three after
+-- it. MySQL's DDL is not transactional, so each statement is safe to run
+-- again: the RENAME is chosen from information_schema (a base table
+-- named seqbox_body is still there), the rest are IF NOT EXISTS or OR REPLACE.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_body' AND table_type = 'BASE TABLE') = 1,
+    'RENAME TABLE seqbox_body TO seqbox_body_g0, seqbox_outgoing TO seqbox_outgoing_g0', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;
+
+CREATE TABLE IF NOT EXISTS seqbox_body_g1 LIKE seqbox_body_g0;
+
+CREATE TABLE IF NOT EXISTS seqbox_body_g2 LIKE seqbox_body_g0;
+
+CREATE TABLE IF NOT EXISTS seqbox_outgoing_g1 LIKE seqbox_outgoing_g0;
+
+CREATE TABLE IF NOT EXISTS seqbox_outgoing_g2 LIKE seqbox_outgoing_g0;
+
+-- seqbox_body and seqbox_outgoing stay, as views of the three generations, for an
+-- operator reading by hand; seqbox's own statements never read them (a
+-- view of a UNION is materialized whole before it is read).
+CREATE OR REPLACE VIEW seqbox_body AS
+SELECT id, msg_key, payload_type, payload, headers, created_at, 0 AS gen FROM seqbox_body_g0
+UNION ALL SELECT id, msg_key, payload_type, payload, headers, created_at, 1 AS gen FROM seqbox_body_g1
+UNION ALL SELECT id, msg_key, payload_type, payload, headers, created_at, 2 AS gen FROM seqbox_body_g2;
+
+CREATE OR REPLACE VIEW seqbox_outgoing AS
+SELECT partition_id, seq, body_id, sequenced_at, purged, 0 AS gen FROM seqbox_outgoing_g0
+UNION ALL SELECT partition_id, seq, body_id, sequenced_at, purged, 1 AS gen FROM seqbox_outgoing_g1
+UNION ALL SELECT partition_id, seq, body_id, sequenced_at, purged, 2 AS gen FROM seqbox_outgoing_g2;
+
+-- The generation of a message's body, which its outgoing row takes when it
+-- is moved: a generation's bodies and outgoing rows are truncated
+-- together. Existing rows' bodies are in generation 0. An instant add.
+SET @sb_migrate_ddl = IF((SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE()
+    AND table_name = 'seqbox_incoming' AND column_name = 'body_gen') = 0,
+    'ALTER TABLE seqbox_incoming ADD COLUMN body_gen TINYINT NOT NULL DEFAULT 0', 'DO 0');
+
+PREPARE sb_migrate_ddl FROM @sb_migrate_ddl;
+
+EXECUTE sb_migrate_ddl;
+
+DEALLOCATE PREPARE sb_migrate_ddl;
+
+-- One row per generation: state is current (new messages go there),
+-- closed (waiting for every message in it to be acked) or empty
+-- (truncated). prune_held_until, on the current row, is the rotator's
+-- word that it keeps up: until then the row-by-row prune of body and
+-- outgoing pauses in every process (docs/ARCHITECTURE.md, "Vacuum").
+CREATE TABLE IF NOT EXISTS seqbox_generations (
+    gen TINYINT NOT NULL PRIMARY KEY,
+    state VARCHAR(8) CHARACTER SET ascii NOT NULL,
+    opened_at DATETIME(6) NULL,
+    closed_at DATETIME(6) NULL,
+    truncated_at DATETIME(6) NULL,
+    prune_held_until DATETIME(6) NULL
+) ENGINE=InnoDB;
+
+INSERT IGNORE INTO seqbox_generations (gen, state, opened_at) VALUES (0, 'current', UTC_TIMESTAMP(6)), (1, 'empty', NULL), (2, 'empty', NULL);

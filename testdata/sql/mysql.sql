@@ -28,6 +28,9 @@ SELECT GET_LOCK('seqbox_migrate', 120);
 -- migrationLockSQL.Release (inlined)
 SELECT RELEASE_LOCK('seqbox_migrate');
 
+-- viewSQL.Drop (inlined)
+DROP VIEW IF EXISTS `seqbox_body`;
+
 -- RegisterSQL.PartitionRows (inlined)
 SELECT id, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORDER BY partition_no;
 
@@ -41,13 +44,19 @@ INSERT IGNORE INTO seqbox_processor (partition_id) VALUES (7), (7);
 INSERT IGNORE INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7);
 
 -- InsertSQL.Bodies (inlined)
-INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
+INSERT INTO `seqbox_body_g1` (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
 
 -- InsertSQL.Incoming (inlined)
-INSERT INTO seqbox_incoming (partition_id, body_id) VALUES (7, X'019b3c7f'), (7, X'019b3c7f');
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, X'019b3c7f', 1), (7, X'019b3c7f', 1);
 
 -- enqueueStmts.PendingList (inlined)
-SELECT b.id FROM seqbox_body b LEFT JOIN seqbox_outgoing o ON o.body_id = b.id
+SELECT b.id FROM seqbox_body_g0 b LEFT JOIN seqbox_outgoing_g0 o ON o.body_id = b.id
+LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
+WHERE b.id IN (X'019b3c7f', X'019b3c80') AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM seqbox_body_g1 b LEFT JOIN seqbox_outgoing_g1 o ON o.body_id = b.id
+LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
+WHERE b.id IN (X'019b3c7f', X'019b3c80') AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM seqbox_body_g2 b LEFT JOIN seqbox_outgoing_g2 o ON o.body_id = b.id
 LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
 WHERE b.id IN (X'019b3c7f', X'019b3c80') AND (o.seq IS NULL OR o.seq > p.processed_seq);
 
@@ -73,12 +82,15 @@ WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id);
 SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectIncoming (inlined)
-SELECT id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
+SELECT id, body_id, body_gen FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
 
 -- MoveSQL.Tops (inlined)
-SELECT pr.partition_id, CASE
-	WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
-	THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1)
+SELECT pr.partition_id, CASE WHEN ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL)
+	THEN GREATEST(COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1), 0))
 	ELSE pr.processed_seq END AS top
 FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 
@@ -86,9 +98,9 @@ FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectHeads (prepared)
--- prepared as: SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id) WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807) AS last_id FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id
+-- prepared as: SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id) WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807) AS last_id FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id
 -- parameters: offset, pids
-SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id
+SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen
 FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id)
 		WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807) AS last_id
 	FROM JSON_TABLE('[7,8]', '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h
@@ -96,7 +108,7 @@ JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
 	ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id;
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
-INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', UTC_TIMESTAMP(6)), (7, 42, X'019b3c7e', UTC_TIMESTAMP(6));
+INSERT INTO `seqbox_outgoing_g1` (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', UTC_TIMESTAMP(6)), (7, 42, X'019b3c7e', UTC_TIMESTAMP(6));
 
 -- MoveSQL.Write.DeleteIncoming (inlined)
 DELETE i FROM JSON_TABLE('[11,12]', '$[*]' COLUMNS (id BIGINT PATH '$')) d
@@ -105,23 +117,35 @@ STRAIGHT_JOIN seqbox_incoming i ON i.id = d.id;
 -- ProcessorSQL.ReadyList (inlined)
 SELECT pr.partition_id FROM seqbox_processor pr
 WHERE pr.partition_id IN (7, 8)
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL)
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6));
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED
--- parameters: pid, pid
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL) FOR UPDATE SKIP LOCKED
+-- parameters: pid, pid, pid, pid
 SELECT processed_seq, attempts FROM seqbox_processor
 WHERE partition_id = 7 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL FOR UPDATE SKIP LOCKED;
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL) FOR UPDATE SKIP LOCKED;
 
 -- ProcessorSQL.OutgoingList (prepared)
--- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?
--- parameters: pid, after, limit
-SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100;
+-- prepared as: SELECT m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM ( (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?) UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?) UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?)) m ORDER BY m.seq LIMIT ?
+-- parameters: pid, after, limit, pid, after, limit, pid, after, limit, limit
+SELECT m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM (
+(SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100)
+UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100)
+UNION ALL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100)) m
+ORDER BY m.seq LIMIT 100;
 
 -- ProcessorSQL.Update (prepared)
 -- prepared as: UPDATE seqbox_processor SET processed_seq = ?, attempts = ?, last_error = ?, next_attempt_at = CASE WHEN CAST(? AS SIGNED) > 0 THEN TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)) END, parked_at = CASE WHEN CAST(? AS SIGNED) > 0 THEN UTC_TIMESTAMP(6) END, locked_by = NULL, locked_until = NULL WHERE partition_id = ?
@@ -153,14 +177,16 @@ UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = UTC_TIMESTAMP
 WHERE status = 'replayed' AND replay_id IN (X'019b3c7f', X'019b3c80');
 
 -- leaseStmts.Lease (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
--- parameters: owner, lease_us, limit, pid, pid
+-- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = TIMESTAMPADD(MICROSECOND, ?, UTC_TIMESTAMP(6)), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6)) AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL)
+-- parameters: owner, lease_us, limit, pid, pid, pid, pid
 UPDATE seqbox_processor SET locked_by = 'host-1:4242', locked_until = TIMESTAMPADD(MICROSECOND, 30000000, UTC_TIMESTAMP(6)),
 lease_limit = 100, attempts = attempts + 1
 WHERE partition_id = 7
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL;
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL);
 
 -- leaseStmts.State (prepared)
 -- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND locked_by = ?
@@ -172,7 +198,9 @@ SELECT partition_id, processed_seq, attempts FROM seqbox_processor
 WHERE partition_id IN (7, 8)
 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < UTC_TIMESTAMP(6))
 AND (next_attempt_at IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL)
 ORDER BY partition_id FOR UPDATE SKIP LOCKED;
 
 -- GroupSQL.TakeLease (inlined)
@@ -182,10 +210,13 @@ lease_limit = (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END), attempts 
 WHERE partition_id IN (7, 8);
 
 -- GroupSQL.LockOwned (inlined)
-SELECT partition_id, CASE
-	WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
-	THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id ORDER BY o.seq DESC LIMIT 1)
-	ELSE processed_seq END AS top
+SELECT partition_id, CASE WHEN ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL)
+	THEN GREATEST(COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = seqbox_processor.partition_id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = seqbox_processor.partition_id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = seqbox_processor.partition_id ORDER BY o.seq DESC LIMIT 1), 0))
+	ELSE seqbox_processor.processed_seq END AS top
 FROM seqbox_processor WHERE partition_id IN (7, 8) AND locked_by = 'host-1:4242' ORDER BY partition_id FOR UPDATE;
 
 -- GroupSQL.Ack (inlined)
@@ -202,12 +233,20 @@ lease_limit = CASE WHEN partition_id IN (7) THEN (CASE partition_id WHEN 7 THEN 
 WHERE partition_id IN (7, 8);
 
 -- GroupSQL.ReadRanges (prepared)
--- prepared as: SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r JOIN seqbox_outgoing o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi JOIN seqbox_body b ON b.id = o.body_id
--- parameters: ranges
+-- prepared as: SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r JOIN seqbox_outgoing_g0 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi JOIN seqbox_body_g0 b ON b.id = o.body_id UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r JOIN seqbox_outgoing_g1 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi JOIN seqbox_body_g1 b ON b.id = o.body_id UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r JOIN seqbox_outgoing_g2 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi JOIN seqbox_body_g2 b ON b.id = o.body_id
+-- parameters: ranges, ranges, ranges
 SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 FROM JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
-JOIN seqbox_outgoing o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
-JOIN seqbox_body b ON b.id = o.body_id;
+JOIN seqbox_outgoing_g0 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN seqbox_body_g0 b ON b.id = o.body_id
+UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN seqbox_outgoing_g1 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN seqbox_body_g1 b ON b.id = o.body_id
+UNION ALL SELECT STRAIGHT_JOIN r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
+JOIN seqbox_outgoing_g2 o ON o.partition_id >= r.pid AND o.partition_id <= r.pid AND o.seq > r.lo AND o.seq <= r.hi
+JOIN seqbox_body_g2 b ON b.id = o.body_id;
 
 -- DeadLetterSQL.List (inlined)
 SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,
@@ -292,17 +331,31 @@ CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COAL
 FROM seqbox_processor WHERE partition_id = 7 FOR UPDATE;
 
 -- PurgeSQL.Incoming (inlined)
-SELECT i.id, i.body_id FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
-WHERE i.partition_id = 7 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY i.id LIMIT 100;
+SELECT i.id, i.body_id FROM seqbox_incoming i
+WHERE i.partition_id = 7 AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END, '{"tenant":"acme"}') ORDER BY i.id LIMIT 100;
 
 -- PurgeSQL.Counts (inlined)
 SELECT p.id AS partition_id,
-	(SELECT COUNT(*) FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
-		WHERE i.partition_id = p.id AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS incoming,
-	(SELECT COUNT(*) FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
+	(SELECT COUNT(*) FROM seqbox_incoming i
+		WHERE i.partition_id = p.id AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END, '{"tenant":"acme"}')) AS incoming,
+	(SELECT COUNT(*) FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
 		AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS in_flight,
-	(SELECT COUNT(*) FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
+	(SELECT COUNT(*) FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}')) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > UTC_TIMESTAMP(6)
 		THEN COALESCE(pr.lease_limit, CAST(100 AS SIGNED)) ELSE 0 END AS lease_window
@@ -310,37 +363,48 @@ FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND 
 ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
-SELECT o.seq, o.body_id FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY o.seq LIMIT 100;
+SELECT m.seq, m.body_id FROM (
+(SELECT o.seq, o.body_id FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY o.seq LIMIT 100)
+UNION ALL (SELECT o.seq, o.body_id FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY o.seq LIMIT 100)
+UNION ALL (SELECT o.seq, o.body_id FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}') ORDER BY o.seq LIMIT 100)) m
+ORDER BY m.seq LIMIT 100;
 
 -- PurgeSQL.CountOutgoing (inlined)
-SELECT COUNT(*) FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}');
+SELECT (SELECT COUNT(*) FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
++ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'))
++ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'));
 
 -- PurgeSQL.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming WHERE id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
-DELETE FROM seqbox_body WHERE id IN (X'019b3c7f', X'019b3c80');
+DELETE FROM `seqbox_body_g1` WHERE id IN (X'019b3c7f', X'019b3c80');
 
 -- PurgeSQL.Tombstone (inlined)
-UPDATE seqbox_outgoing SET purged = 1 WHERE partition_id = 7 AND seq IN (42, 43);
+UPDATE `seqbox_outgoing_g1` SET purged = 1 WHERE partition_id = 7 AND seq IN (42, 43);
 
 -- PurgeSQL.BlankBodies (inlined)
-UPDATE seqbox_body SET payload = X'', headers = NULL, msg_key = NULL WHERE id IN (X'019b3c7f', X'019b3c80');
+UPDATE `seqbox_body_g1` SET payload = X'', headers = NULL, msg_key = NULL WHERE id IN (X'019b3c7f', X'019b3c80');
 
 -- PurgeSQL.CountPurge (inlined)
 UPDATE seqbox_processor SET purges = purges + 1 WHERE partition_id = 7;
 
 -- vacuumStmts.Counters (inlined)
 SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM seqbox_vacuum_counter v
-JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq;
+JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+AND NOT EXISTS (SELECT 1 FROM seqbox_generations g WHERE g.prune_held_until > UTC_TIMESTAMP(6));
 
 -- vacuumStmts.Delete (inlined)
 DELETE o, b
 FROM JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
-STRAIGHT_JOIN seqbox_outgoing o ON o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi
-STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id;
+STRAIGHT_JOIN `seqbox_outgoing_g1` o ON o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi
+STRAIGHT_JOIN `seqbox_body_g1` b ON b.id = o.body_id;
 
 -- vacuumStmts.Pruned (inlined)
 UPDATE JSON_TABLE('[[7,40,140],[8,0,12]]', '$[*]' COLUMNS (pid BIGINT PATH '$[0]', lo BIGINT PATH '$[1]', hi BIGINT PATH '$[2]')) r
@@ -349,15 +413,25 @@ SET v.pruned_seq = r.hi WHERE v.pruned_seq < r.hi;
 
 -- StatsSQL.PartitionStats (inlined)
 SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
-CASE WHEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
- THEN (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1)
- ELSE pr.processed_seq END AS sequence,
+CASE WHEN ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) IS NOT NULL)
+	THEN GREATEST(COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1), 0),
+		COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pa.id ORDER BY o.seq DESC LIMIT 1), 0))
+	ELSE pr.processed_seq END AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
-(SELECT b.created_at FROM seqbox_outgoing o STRAIGHT_JOIN seqbox_body b ON b.id = o.body_id
- WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
+COALESCE((SELECT b.created_at FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM seqbox_outgoing_g1 o STRAIGHT_JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
 (SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id) AS incoming,
-(SELECT b.created_at FROM seqbox_incoming i STRAIGHT_JOIN seqbox_body b ON b.id = i.body_id
- WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+(SELECT CASE i.body_gen WHEN 0 THEN (SELECT b.created_at FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.created_at FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.created_at FROM seqbox_body_g2 b WHERE b.id = i.body_id) END
+ FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7 ORDER BY pa.queue, pa.partition_no;
 
@@ -388,3 +462,71 @@ FROM seqbox_processor WHERE partition_id = 7;
 SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 CASE WHEN locked_until IS NOT NULL AND locked_until >= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END AS leased
 FROM seqbox_processor WHERE partition_id = 7 FOR UPDATE;
+
+-- rotations.RotateSQL.Current (inlined)
+SELECT gen FROM seqbox_generations WHERE state = 'current';
+
+-- rotations.RotateSQL.State (inlined)
+SELECT g.gen, g.state,
+	COALESCE(g.opened_at < TIMESTAMPADD(MICROSECOND, -30000000, UTC_TIMESTAMP(6)), 0) AS old,
+	(SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name IN (CONCAT('seqbox_body_g', g.gen), CONCAT('seqbox_outgoing_g', g.gen))) AS size
+FROM seqbox_generations g ORDER BY g.gen;
+
+-- rotations.RotateSQL.Empty (inlined)
+SELECT NOT EXISTS (SELECT 1 FROM `seqbox_body_g1`) AND NOT EXISTS (SELECT 1 FROM `seqbox_outgoing_g1`);
+
+-- rotations.RotateSQL.PendingCursors (inlined)
+SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
+WHERE (SELECT o.seq FROM `seqbox_outgoing_g1` o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1) > pr.processed_seq OR (SELECT i.id FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = pa.id AND i.body_gen = 1 ORDER BY i.id LIMIT 1) IS NOT NULL;
+
+-- rotations.RotateSQL.MarkEmpty (inlined)
+UPDATE seqbox_generations SET state = 'empty', truncated_at = UTC_TIMESTAMP(6) WHERE gen = 1 AND state = 'closed';
+
+-- rotations.RotateSQL.Switch (inlined)
+UPDATE seqbox_generations g JOIN seqbox_generations f ON f.gen = 0
+SET g.state = CASE WHEN g.gen = 1 THEN 'current' ELSE 'closed' END,
+	g.opened_at = CASE WHEN g.gen = 1 THEN UTC_TIMESTAMP(6) ELSE g.opened_at END,
+	g.closed_at = CASE WHEN g.gen = 0 THEN UTC_TIMESTAMP(6) ELSE g.closed_at END,
+	g.prune_held_until = CASE WHEN g.gen = 1 THEN f.prune_held_until END
+WHERE (g.gen = 0 AND g.state = 'current') OR (g.gen = 1 AND g.state = 'empty');
+
+-- rotations.RotateSQL.Hold (inlined)
+UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS SIGNED) > 0
+	THEN TIMESTAMPADD(MICROSECOND, 1500000, UTC_TIMESTAMP(6)) END
+WHERE state = 'current';
+
+-- rotations.RotateSQL.Pruned (inlined)
+UPDATE seqbox_vacuum_counter v JOIN seqbox_processor pr ON pr.partition_id = v.partition_id
+SET v.pruned_seq = LEAST(pr.processed_seq,
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq))
+WHERE v.pruned_seq < pr.processed_seq;
+
+-- rotations.Turn (inlined)
+SELECT GET_LOCK('seqbox_rotate', 0);
+
+-- rotations.Release (inlined)
+SELECT RELEASE_LOCK('seqbox_rotate');
+
+-- rotations.Lock (inlined)
+SET STATEMENT max_statement_time = 0.1 FOR LOCK TABLES `seqbox_body` WRITE;
+
+-- rotations.Tops (inlined)
+SELECT partition_id, MAX(seq) AS top FROM `seqbox_outgoing_g1` GROUP BY partition_id;
+
+-- rotations.Cursors (inlined)
+SELECT partition_id, processed_seq FROM seqbox_processor;
+
+-- rotations.Pending (inlined)
+SELECT EXISTS (SELECT 1 FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
+WHERE (SELECT o.seq FROM `seqbox_outgoing_g1` o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1) > pr.processed_seq OR (SELECT i.id FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = pa.id AND i.body_gen = 1 ORDER BY i.id LIMIT 1) IS NOT NULL);
+
+-- rotations.Truncate (inlined)
+TRUNCATE TABLE `seqbox_outgoing_g1`;
+
+-- rotations.Unlock (inlined)
+UNLOCK TABLES;

@@ -454,10 +454,10 @@ SELECT pg_advisory_unlock(hashtext('seqbox_table_vacuum'));
 -- vacuums.Table (inlined)
 VACUUM (SKIP_LOCKED) "seqbox_body";
 
--- rotations.Current (inlined)
+-- rotations.RotateSQL.Current (inlined)
 SELECT gen FROM seqbox_generations WHERE state = 'current';
 
--- rotations.State (inlined)
+-- rotations.RotateSQL.State (inlined)
 SELECT g.gen, g.state,
 	COALESCE(g.opened_at < now() - CAST(30000000 AS double precision) * interval '1 microsecond', false) AS old,
 	pg_total_relation_size(to_regclass('seqbox_body_g' || g.gen)) + pg_total_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) AS size,
@@ -465,19 +465,41 @@ SELECT g.gen, g.state,
 	pg_relation_size(to_regclass('seqbox_outgoing_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM seqbox_generations g ORDER BY g.gen;
 
--- rotations.Empty (inlined)
+-- rotations.RotateSQL.Empty (inlined)
 SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM "seqbox_outgoing_g1");
+
+-- rotations.RotateSQL.PendingCursors (inlined)
+SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
+WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
+
+-- rotations.RotateSQL.MarkEmpty (inlined)
+UPDATE seqbox_generations SET state = 'empty', truncated_at = now() WHERE gen = 1 AND state = 'closed';
+
+-- rotations.RotateSQL.Switch (inlined)
+UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN gen = 1 THEN now() ELSE opened_at END,
+	closed_at = CASE WHEN gen = 0 THEN now() ELSE closed_at END,
+	prune_held_until = CASE WHEN gen = 1 THEN (SELECT prune_held_until FROM seqbox_generations WHERE gen = 0) END
+WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
+
+-- rotations.RotateSQL.Hold (inlined)
+UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS bigint) > 0
+	THEN now() + CAST(1500000 AS double precision) * interval '1 microsecond' END
+WHERE state = 'current';
+
+-- rotations.RotateSQL.Pruned (inlined)
+UPDATE seqbox_vacuum_counter v SET pruned_seq = n.seq
+FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM seqbox_outgoing o
+		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
+	FROM seqbox_processor pr JOIN seqbox_vacuum_counter vc ON vc.partition_id = pr.partition_id) n
+WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq;
 
 -- rotations.Pending (inlined)
 SELECT EXISTS (SELECT 1 FROM seqbox_processor pr WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
 	OR EXISTS (SELECT 1 FROM seqbox_partitions pa WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
 	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
-
--- rotations.PendingCursors (inlined)
-SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
-	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
 -- rotations.LockTimeout (inlined)
 SELECT set_config('lock_timeout', '100ms', true);
@@ -487,21 +509,6 @@ LOCK TABLE "seqbox_outgoing_g1", "seqbox_body_g1" IN ACCESS EXCLUSIVE MODE;
 
 -- rotations.Truncate (inlined)
 TRUNCATE "seqbox_outgoing_g1", "seqbox_body_g1";
-
--- rotations.MarkEmpty (inlined)
-UPDATE seqbox_generations SET state = 'empty', truncated_at = now() WHERE gen = 1 AND state = 'closed';
-
--- rotations.Switch (inlined)
-UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
-	opened_at = CASE WHEN gen = 1 THEN now() ELSE opened_at END,
-	closed_at = CASE WHEN gen = 0 THEN now() ELSE closed_at END,
-	prune_held_until = CASE WHEN gen = 1 THEN (SELECT prune_held_until FROM seqbox_generations WHERE gen = 0) END
-WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
-
--- rotations.Hold (inlined)
-UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS bigint) > 0
-	THEN now() + CAST(1500000 AS double precision) * interval '1 microsecond' END
-WHERE state = 'current';
 
 -- rotations.FloorBody (inlined)
 INSERT INTO "seqbox_body_g1" (id, payload_type, payload, gen)
@@ -520,13 +527,6 @@ DELETE FROM "seqbox_outgoing_g1" WHERE partition_id = -1;
 
 -- rotations.Analyze (inlined)
 ANALYZE "seqbox_body_g1", "seqbox_outgoing_g1";
-
--- rotations.Pruned (inlined)
-UPDATE seqbox_vacuum_counter v SET pruned_seq = n.seq
-FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM seqbox_outgoing o
-		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
-	FROM seqbox_processor pr JOIN seqbox_vacuum_counter vc ON vc.partition_id = pr.partition_id) n
-WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq;
 
 -- StatsSQL.PartitionStats (inlined)
 SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,

@@ -16,6 +16,9 @@ type InsertSQL struct {
 	Bodies *Stmt
 	// Incoming inserts ?rows (?pid, ?id) into incoming.
 	Incoming *Stmt
+	// PerGen: Bodies names the generation's body table, ?body (MariaDB;
+	// GenTable). Unset where the database routes the rows by ?gen.
+	PerGen bool
 }
 
 // InsertChunk writes one chunk of rows on conn.
@@ -53,7 +56,11 @@ func (s *InsertSQL) Insert(r *Runner) InsertChunk { return s.InsertGen(r, 0) }
 // written to (BodyRowsGen, IncomingRowsGen).
 func (s *InsertSQL) InsertGen(r *Runner, gen int16) InsertChunk {
 	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		if _, err := r.Exec(ctx, conn, s.Bodies, Args{"rows": BodyRowsGen(rows, gen)}); err != nil {
+		args := Args{"rows": BodyRowsGen(rows, gen)}
+		if s.PerGen {
+			args["body"] = GenTable(r.Tables().Body, int(gen))
+		}
+		if _, err := r.Exec(ctx, conn, s.Bodies, args); err != nil {
 			return err
 		}
 		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": IncomingRowsGen(rows, gen)})

@@ -44,6 +44,28 @@ type PurgeSQL struct {
 	// made tombstones: a lease statement that read its batch from an older
 	// snapshot sees the count changed (PostgreSQL).
 	CountPurge *Stmt
+	// PerGen: DeleteBodies and BlankBodies name one generation's body
+	// table, ?body, and Tombstone its outgoing table, ?outgoing (MariaDB;
+	// GenTable), so each runs once per generation. A row is in one
+	// generation; the others' probes find nothing. Unset where one
+	// statement reaches them all.
+	PerGen bool
+}
+
+// perGen runs stmt with args, once per generation when s.PerGen, with
+// that generation's table of base (body or outgoing) as ?<name>.
+func (s *PurgeSQL) perGen(ctx context.Context, r *Runner, tx bun.Tx, stmt *Stmt, args Args, name, base string) error {
+	if !s.PerGen {
+		_, err := r.Exec(ctx, tx, stmt, args)
+		return err
+	}
+	for g := range Generations {
+		args[name] = GenTable(base, g)
+		if _, err := r.Exec(ctx, tx, stmt, args); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // headersArg renders the filter as one JSON object; ok is false when two
@@ -138,7 +160,7 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 			if _, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"ids": IDs(ids)}); err != nil {
 				return err
 			}
-			if _, err := r.Exec(ctx, tx, s.DeleteBodies, Args{"ids": bun.List(bodies)}); err != nil {
+			if err := s.perGen(ctx, r, tx, s.DeleteBodies, Args{"ids": bun.List(bodies)}, "body", r.Tables().Body); err != nil {
 				return err
 			}
 		}
@@ -155,10 +177,10 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 			for i, row := range out {
 				seqs[i], bodies[i] = row.Seq, row.BodyID
 			}
-			if _, err := r.Exec(ctx, tx, s.Tombstone, Args{"pid": pid, "seqs": IDs(seqs)}); err != nil {
+			if err := s.perGen(ctx, r, tx, s.Tombstone, Args{"pid": pid, "seqs": IDs(seqs)}, "outgoing", r.Tables().Outgoing); err != nil {
 				return err
 			}
-			if _, err := r.Exec(ctx, tx, s.BlankBodies, Args{"payload": []byte{}, "ids": bun.List(bodies)}); err != nil {
+			if err := s.perGen(ctx, r, tx, s.BlankBodies, Args{"payload": []byte{}, "ids": bun.List(bodies)}, "body", r.Tables().Body); err != nil {
 				return err
 			}
 			if _, err := r.Exec(ctx, tx, s.CountPurge, Args{"pid": pid}); err != nil {

@@ -118,7 +118,7 @@ func New(cfg Config) (*Runner, error) {
 }
 
 func tableWords(t dialect.Tables) map[string]string {
-	return map[string]string{
+	words := map[string]string{
 		"partitions":     t.Partitions,
 		"body":           t.Body,
 		"incoming":       t.Incoming,
@@ -130,6 +130,13 @@ func tableWords(t dialect.Tables) map[string]string {
 		"schema_version": t.SchemaVersion,
 		"generations":    t.Generations,
 	}
+	// Each generation's tables, where the dialect names them in its
+	// statements (MariaDB; docs/ROTATION.md): {body_g0}, {outgoing_g2}.
+	for g := range Generations {
+		s := "_g" + strconv.Itoa(g)
+		words["body"+s], words["outgoing"+s] = t.Body+s, t.Outgoing+s
+	}
+	return words
 }
 
 func (r *Runner) compile(n NamedStmt) (*compiled, error) {

@@ -21,6 +21,11 @@ type WriteSQL struct {
 	DeleteIncoming *Stmt
 	// DeleteArg renders the moved rows as DeleteIncoming's ?moved.
 	DeleteArg func(rows []MovedRow) any
+	// PerGen: InsertOutgoing names the generation's outgoing table,
+	// ?outgoing (MariaDB; GenTable), so the rows are inserted once per
+	// generation of their bodies, in practice one. Unset where the
+	// database routes the rows by ?gen.
+	PerGen bool
 }
 
 // MoveSQL is the move as several simple statements (MySQL, SQLite).
@@ -53,6 +58,9 @@ type MoveSQL struct {
 type incomingRead struct {
 	ID     int64  `bun:"id"`
 	BodyID []byte `bun:"body_id"`
+	// BodyGen is the generation of the row's body, where the dialect
+	// rotates its tables and its read returns it; 0 elsewhere.
+	BodyGen int16 `bun:"body_gen"`
 }
 
 // Move is the one-partition move: lock the partition row, read incoming
@@ -86,7 +94,7 @@ func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMovePa
 		base, n := tops[p.PartitionID], int64(len(rows))
 		moved := make([]MovedRow, len(rows))
 		for i, row := range rows {
-			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: row.BodyID, IncomingID: row.ID}
+			moved[i] = MovedRow{PartitionID: p.PartitionID, Seq: base + int64(i) + 1, BodyID: row.BodyID, IncomingID: row.ID, Gen: row.BodyGen}
 		}
 		if err := s.Write.Write(ctx, r, tx, moved); err != nil {
 			return err
@@ -127,6 +135,7 @@ type headRow struct {
 	PartitionID int64  `bun:"partition_id"`
 	ID          int64  `bun:"id"`
 	BodyID      []byte `bun:"body_id"`
+	BodyGen     int16  `bun:"body_gen"` // as incomingRead's
 }
 
 func (r headRow) Keys() (pid, id int64) { return r.PartitionID, r.ID }
@@ -188,7 +197,7 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 		moved, seqs := NumberRows(rows, tops)
 		writes := make([]MovedRow, len(rows))
 		for i, row := range rows {
-			writes[i] = MovedRow{PartitionID: row.PartitionID, Seq: seqs[i], BodyID: row.BodyID, IncomingID: row.ID}
+			writes[i] = MovedRow{PartitionID: row.PartitionID, Seq: seqs[i], BodyID: row.BodyID, IncomingID: row.ID, Gen: row.BodyGen}
 		}
 		if err := s.Write.Write(ctx, r, tx, writes); err != nil {
 			return err
@@ -246,7 +255,7 @@ type MovedRow struct {
 	// dialect deletes by it (PostgreSQL); empty elsewhere.
 	IncomingTID string
 	// Gen is the generation of the row's body, which its outgoing row
-	// takes, where the dialect rotates its tables (PostgreSQL); 0 elsewhere.
+	// takes, where the dialect rotates its tables; 0 elsewhere.
 	Gen int16
 }
 
@@ -264,14 +273,38 @@ func IncomingIDs(rows []MovedRow) []int64 {
 // delete a row with a smaller id that committed meanwhile, and lose that
 // message.
 func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow) error {
+	if !s.PerGen {
+		if err := s.insert(ctx, r, tx, rows, Args{}); err != nil {
+			return err
+		}
+	} else {
+		// Stable, so that each generation's rows keep their order.
+		byGen := slices.Clone(rows)
+		slices.SortStableFunc(byGen, func(a, b MovedRow) int { return cmp.Compare(a.Gen, b.Gen) })
+		for start := 0; start < len(byGen); {
+			end := start + 1
+			for end < len(byGen) && byGen[end].Gen == byGen[start].Gen {
+				end++
+			}
+			table := GenTable(r.Tables().Outgoing, int(byGen[start].Gen))
+			if err := s.insert(ctx, r, tx, byGen[start:end], Args{"outgoing": table}); err != nil {
+				return err
+			}
+			start = end
+		}
+	}
+	_, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"moved": s.DeleteArg(rows)})
+	return err
+}
+
+// insert runs InsertOutgoing for rows, with args besides ?rows.
+func (s *WriteSQL) insert(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow, args Args) error {
 	items := make([]Item, len(rows))
 	for i := range rows {
 		items[i] = outgoingRow{&rows[i]}
 	}
-	if _, err := r.Exec(ctx, tx, s.InsertOutgoing, Args{"rows": items}); err != nil {
-		return err
-	}
-	_, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"moved": s.DeleteArg(rows)})
+	args["rows"] = items
+	_, err := r.Exec(ctx, tx, s.InsertOutgoing, args)
 	return err
 }
 

@@ -99,7 +99,7 @@ func (a Args) Value(name string) (any, bool) {
 }
 
 // tableWord matches {name}.
-var tableWord = regexp.MustCompile(`\{([a-z_]+)\}`)
+var tableWord = regexp.MustCompile(`\{([a-z_][a-z0-9_]*)\}`)
 
 // namedValue matches ?name. A statement has no other ?: a bare ? would
 // be bound to nothing, or to the wrong value.
