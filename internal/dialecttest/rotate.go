@@ -329,6 +329,36 @@ func testTableRotate(t *testing.T, open Open) {
 		require.Equal(t, []int{0, 1, 2}, e.gens(pid))
 	})
 
+	t.Run("OneMoveAcrossGenerations", func(t *testing.T) {
+		// A stale writer's message and a current one's in one partition,
+		// moved together: each outgoing row goes to its body's generation,
+		// in FIFO order, by the one-partition move and by the several.
+		e := newRotateEnv(t, open)
+		pids := e.queue(2)
+		require.True(t, e.rotate(true).Switched)
+		for _, pid := range pids {
+			e.insert(rows(pid, 1))
+			// A process that has not read the generation writes 0 (its first
+			// call starts a read in the background: a new one each time).
+			stale := e.other()
+			require.NoError(t, stale.MessageInsertMany(e.ctx, &dialect.MessageInsertManyParams{Conn: e.db, Rows: rows(pid, 1), ChunkRows: 100, ChunkBytes: 1 << 20}))
+			e.insert(rows(pid, 1))
+		}
+		e.moveAll(pids[0])
+		_, err := e.d.SequenceMoveMany(e.ctx, &dialect.SequenceMoveManyParams{PartitionIDs: pids[1:], Limit: 100})
+		require.NoError(t, err)
+		for _, pid := range pids {
+			require.Equal(t, []int{1, 0, 1}, e.gens(pid), "partition %d", pid)
+			list, err := e.d.OutgoingList(e.ctx, &dialect.OutgoingListParams{Conn: e.db, PartitionID: pid, AfterSeq: 0, Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, list, 3)
+			for i, m := range list {
+				require.Equal(t, int64(i+1), m.Seq)
+				require.Equal(t, "p0", string(m.Payload))
+			}
+		}
+	})
+
 	t.Run("HeldPruneLapses", func(t *testing.T) {
 		e := newRotateEnv(t, open)
 		pid := e.queue(1)[0]
