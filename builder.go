@@ -243,10 +243,9 @@ func (b *Builder) TableVacuumInterval(d time.Duration) *Builder {
 }
 
 // RotateInterval sets how old the current generation of the message tables
-// gets before new messages go to the next one, on PostgreSQL, where a
-// generation whose every message is acked is truncated whole instead of
-// pruned row by row (docs/ROTATION.md; elsewhere it does nothing). At
-// least 10ms; negative: this process never rotates, and prunes row by row.
+// gets before new messages go to the next one; a generation whose every
+// message is acked is truncated whole instead of pruned row by row
+// (docs/ROTATION.md; on every database). At least 10ms; negative: this process never rotates, and prunes row by row.
 // Defaults to RotateIntervalDefault (30s, the value measured in
 // docs/ROTATION.md).
 func (b *Builder) RotateInterval(d time.Duration) *Builder {
@@ -255,8 +254,8 @@ func (b *Builder) RotateInterval(d time.Duration) *Builder {
 }
 
 // RotateSize sets how many bytes the current generation's tables (body and
-// outgoing, indexes included) take before new messages go to the next one,
-// on PostgreSQL (see RotateInterval; elsewhere it does nothing). At least
+// outgoing, indexes included) take before new messages go to the next one
+// (see RotateInterval; on SQLite an estimate, docs/ROTATION.md). At least
 // 1 MiB; negative: never by size. Defaults to RotateSizeDefault (256 MiB).
 func (b *Builder) RotateSize(bytes int64) *Builder {
 	b.cfg.Vacuum.RotateSize = bytes

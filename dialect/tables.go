@@ -37,8 +37,8 @@ type Tables struct {
 	DedupKeys     string
 	SchemaVersion string
 	// Generations records the generations body and outgoing are rotated
-	// in, where the dialect rotates them (PostgreSQL; docs/ROTATION.md).
-	// It is not in All: only those dialects create it.
+	// in (docs/ROTATION.md). It is not in All: each dialect drops it with
+	// the generations' tables.
 	Generations string
 }
 

@@ -67,7 +67,7 @@ type Counters struct {
 	DedupKeysExpired int64
 	// GenerationsTruncated counts generations of the message tables this
 	// process's vacuum truncated whole, every message in them acked
-	// (PostgreSQL; see Builder.RotateInterval).
+	// (see Builder.RotateInterval).
 	GenerationsTruncated int64
 }
 

@@ -126,8 +126,8 @@ type TableVacuumer interface {
 
 // Rotator is an optional Store capability, found by type assertion:
 // body and outgoing kept in generations that are truncated whole once every
-// message in them is acked, instead of pruned row by row (PostgreSQL;
-// docs/ROTATION.md). The vacuum task calls it every round (a fraction of
+// message in them is acked, instead of pruned row by row (PostgreSQL,
+// MariaDB and SQLite; docs/ROTATION.md). The vacuum task calls it every round (a fraction of
 // Config.RotateInterval, at most Config.Interval); while it keeps up, the
 // store's VacuumCounterList lists nothing to prune, and when a generation
 // is pinned (a consumer far behind, a parked partition), it lists again:

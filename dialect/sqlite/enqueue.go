@@ -8,32 +8,46 @@ import (
 )
 
 // insertSQL writes a chunk of messages as two multi-row INSERTs: the
-// bodies, then the incoming rows in the same order, so that incoming ids
-// (the FIFO order) follow the caller's order.
+// bodies, into the current generation's table (?body; rotate.go), then
+// the incoming rows in the same order, so that incoming ids (the FIFO
+// order) follow the caller's order, with the generation of their bodies.
 var insertSQL = kit.InsertSQL{
-	Bodies: kit.Inline(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
+	Bodies: kit.Inline(`INSERT INTO ?body (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
 		kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),
-	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id) VALUES ?rows`,
-		kit.Rows(`(?pid, ?id)`)),
+	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`,
+		kit.Rows(`(?pid, ?id, ?gen)`)),
+	PerGen: true,
 }
 
 // enqueueStmts are the enqueue's own reads.
 type enqueueStmts struct {
 	// Pending reads which of the bodies ?ids are not acked yet: not
-	// sequenced (no outgoing row), or sequenced past the cursor.
+	// sequenced (no outgoing row), or sequenced past the cursor. A
+	// message's body and outgoing row share a generation: one arm per
+	// generation.
 	Pending *kit.Stmt
 }
 
 var enqueueSQL = enqueueStmts{
-	Pending: kit.Inline(`SELECT b.id FROM {body} b
-LEFT JOIN {outgoing} o ON o.body_id = b.id
+	Pending: kit.Inline(`SELECT b.id FROM {body_g0} b
+LEFT JOIN {outgoing_g0} o ON o.body_id = b.id
+LEFT JOIN {processor} p ON p.partition_id = o.partition_id
+WHERE b.id IN (?ids) AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM {body_g1} b
+LEFT JOIN {outgoing_g1} o ON o.body_id = b.id
+LEFT JOIN {processor} p ON p.partition_id = o.partition_id
+WHERE b.id IN (?ids) AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM {body_g2} b
+LEFT JOIN {outgoing_g2} o ON o.body_id = b.id
 LEFT JOIN {processor} p ON p.partition_id = o.partition_id
 WHERE b.id IN (?ids) AND (o.seq IS NULL OR o.seq > p.processed_seq)`),
 }
 
-// MessageInsertMany writes each chunk as two multi-row INSERTs.
+// MessageInsertMany writes each chunk as two multi-row INSERTs, into the
+// generation this process caches (read once per call, so that a body and
+// its incoming row always agree; a stale one is safe: rotate.go).
 func (d *sqliteDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
-	return kit.InsertChunks(ctx, p, insertSQL.Insert(d.Runner))
+	return kit.InsertChunks(ctx, p, insertSQL.InsertGen(d.Runner, d.gens.Current(d.Runner, rotateSQL.Current)))
 }
 
 // MessagePendingList returns the ids that are committed but not yet acked.

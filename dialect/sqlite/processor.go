@@ -9,14 +9,15 @@ import (
 
 // The processor's statements. "Leasable" is one condition, written out
 // in each statement that needs it: not parked, no live lease and no retry
-// pending. "Has work" is one probe of outgoing's primary key: the row
-// after the cursor exists (seqs are gap-free above it, and the vacuum
-// deletes only at or below it). Lease, lock, batch read and outcome are
-// the hot path and run prepared: SQLite parses each once per connection.
+// pending. "Has work" is a probe of each generation's primary key: the
+// row after the cursor exists (headExists; seqs are gap-free above it,
+// and the vacuum deletes only at or below it). Lease, lock, batch read
+// and outcome are the hot path and run prepared: SQLite parses each once
+// per connection.
 var processorSQL = kit.ProcessorSQL{
 	ReadyList: kit.Inline(`SELECT pr.partition_id FROM {processor} pr
 WHERE pr.partition_id IN (?pids)
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+AND ` + headExists("pr.partition_id", "pr.processed_seq") + `
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))`),
@@ -24,10 +25,21 @@ AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f',
 	// start, so the row stays as read until it commits.
 	Lock: kit.Prepare(`SELECT processed_seq, attempts FROM {processor} WHERE partition_id = ?pid
 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL`),
+AND ` + headExists("?pid", "{processor}.processed_seq")),
+	// One arm per generation, each a range of its primary key from ?after
+	// joined to its bodies by theirs. The ORDER BY of the compound makes
+	// SQLite merge the three arms in seq order, each read in its key's
+	// order, and stop at ?limit: the batch usually comes from one.
 	OutgoingList: kit.Prepare(`SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-WHERE o.partition_id = ?pid AND o.seq > ?after ORDER BY o.seq LIMIT ?limit`),
+FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after
+UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after
+UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after
+ORDER BY 1 LIMIT ?limit`),
 	// next_attempt_at is set only for a retry (?retry_us > 0), parked_at
 	// only to park (?park > 0): any other outcome clears it.
 	Update: kit.Prepare(`UPDATE {processor} SET processed_seq = ?seq, attempts = ?attempts, last_error = ?last_error,
@@ -66,7 +78,7 @@ WHERE partition_id = ?pid
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = ?pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
+AND ` + headExists("?pid", "{processor}.processed_seq") + `
 RETURNING processed_seq, attempts`),
 }
 

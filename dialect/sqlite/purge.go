@@ -13,7 +13,10 @@ import (
 //
 // ?headers is one JSON object of the headers that must match; a body
 // matches when every pair of it is in the body's headers with the same
-// value. json_each, not a JSON path: a header name needs no quoting.
+// value (headerMatch). Bodies are probed by primary key from each incoming
+// or outgoing row: from incoming in the generation i.body_gen names
+// (incomingBody), from outgoing in the same generation's table, one arm or
+// term per generation.
 var purgeSQL = kit.PurgeSQL{
 	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid`),
 	// lease_window: how far past the cursor a live lease's batch may reach
@@ -21,46 +24,58 @@ var purgeSQL = kit.PurgeSQL{
 	LockProcessor: kit.Inline(`SELECT processed_seq, CASE WHEN locked_until IS NOT NULL AND locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
 THEN COALESCE(lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid`),
-	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i JOIN {body} b ON b.id = i.body_id
-WHERE i.partition_id = ?pid
-AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
+WHERE i.partition_id = ?pid AND ` + headerMatch(incomingBody("headers")) + `
 ORDER BY i.id LIMIT ?limit`),
 	// Counts: one statement, so one snapshot: a message the sequencer
 	// moves meanwhile is counted in one stage, not both.
 	Counts: kit.Inline(`SELECT p.id AS partition_id,
-	(SELECT COUNT(*) FROM {incoming} i JOIN {body} b ON b.id = i.body_id
-		WHERE i.partition_id = p.id AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS incoming,
-	(SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
+	(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = p.id AND ` + headerMatch(incomingBody("headers")) + `) AS incoming,
+	(SELECT COUNT(*) FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
-		AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS in_flight,
-	(SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS outgoing
+		AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
+	+ (SELECT COUNT(*) FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
+	+ (SELECT COUNT(*) FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND ` + headerMatch("b.headers") + `) AS in_flight,
+	(SELECT COUNT(*) FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
+	+ (SELECT COUNT(*) FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
+	+ (SELECT COUNT(*) FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND ` + headerMatch("b.headers") + `) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
 		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS INTEGER)) ELSE 0 END AS lease_window
 	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
 ORDER BY p.id`),
-	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0
-AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
-ORDER BY o.seq LIMIT ?limit`),
-	CountOutgoing: kit.Inline(`SELECT COUNT(*) FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0
-AND NOT EXISTS (SELECT 1 FROM json_each(?headers) f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))`),
+	// The ORDER BY of the compound merges the arms in seq order, each read
+	// in its primary key's order, up to ?limit (as the batch read).
+	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND ` + headerMatch("b.headers") + `
+UNION ALL SELECT o.seq, o.body_id FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND ` + headerMatch("b.headers") + `
+UNION ALL SELECT o.seq, o.body_id FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+WHERE o.partition_id = ?pid AND o.seq > ?after AND o.purged = 0 AND ` + headerMatch("b.headers") + `
+ORDER BY 1 LIMIT ?limit`),
+	CountOutgoing: kit.Inline(`SELECT (SELECT COUNT(*) FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
++ (SELECT COUNT(*) FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
++ (SELECT COUNT(*) FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+	WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND ` + headerMatch("b.headers") + `)`),
 	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),
-	DeleteBodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
-	Tombstone:      kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
+	// One generation's table, ?body or ?outgoing, per run (PerGen).
+	DeleteBodies: kit.Inline(`DELETE FROM ?body WHERE id IN (?ids)`),
+	Tombstone:    kit.Inline(`UPDATE ?outgoing SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
 	// A tombstone keeps its body row (the id, for WaitProcessed and the
 	// vacuum's join) but not its data.
-	BlankBodies: kit.Inline(`UPDATE {body} SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),
+	BlankBodies: kit.Inline(`UPDATE ?body SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),
 	// Counted on every database so the purge is one flow; only
 	// PostgreSQL's leases read it back.
 	CountPurge: kit.Inline(`UPDATE {processor} SET purges = purges + 1 WHERE partition_id = ?pid`),
+	PerGen:     true,
 }
 
 // PurgePartition purges up to p.Limit messages of each stage of one

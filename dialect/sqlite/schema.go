@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 
 	"github.com/uptrace/bun"
 
@@ -18,27 +19,50 @@ var schemaSQL = kit.SchemaSQL{
 
 // lockSQL is the migration lock: SQLite has no named locks, and an
 // immediate transaction on the pinned connection takes the write lock,
-// which serialises migrations across processes.
+// which serialises migrations across processes. Every migration and its
+// version record run in it.
 type lockSQL struct {
-	Begin  *kit.Stmt
-	Commit *kit.Stmt
+	Begin    *kit.Stmt
+	Commit   *kit.Stmt
+	Rollback *kit.Stmt
 }
 
 var migrationLock = lockSQL{
-	Begin:  kit.Inline(`BEGIN IMMEDIATE`),
-	Commit: kit.Inline(`COMMIT`),
+	Begin:    kit.Inline(`BEGIN IMMEDIATE`),
+	Commit:   kit.Inline(`COMMIT`),
+	Rollback: kit.Inline(`ROLLBACK`),
 }
 
+// viewSQL is what SchemaDrop needs beyond kit's: body and outgoing are
+// views of their generations (migration 010), which DROP TABLE refuses.
+type viewSQL struct {
+	// Drop drops view ?view if it exists.
+	Drop *kit.Stmt
+}
+
+var views = viewSQL{Drop: kit.Inline(`DROP VIEW IF EXISTS ?view`)}
+
 // lockMigrations opens an immediate transaction on conn and returns its
-// commit.
-func lockMigrations(ctx context.Context, r *kit.Runner, conn bun.Conn) (func(context.Context) error, error) {
-	if _, err := r.Exec(ctx, conn, migrationLock.Begin, nil); err != nil {
-		return nil, err
+// end: a commit once the schema is at the latest version (latest), else
+// a rollback. kit's Migrate ends it after a failed run too, and a commit
+// then would keep the part of a migration that ran before the failure,
+// which may not run twice (010's RENAMEs): so each run is whole or
+// nothing.
+func lockMigrations(latest int) kit.SchemaLock {
+	return func(ctx context.Context, r *kit.Runner, conn bun.Conn) (func(context.Context) error, error) {
+		if _, err := r.Exec(ctx, conn, migrationLock.Begin, nil); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			var version int
+			if err := r.Query(ctx, conn, schemaSQL.Version, nil, &version); err != nil || version < latest {
+				_, rerr := r.Exec(ctx, conn, migrationLock.Rollback, nil)
+				return errors.Join(err, rerr)
+			}
+			_, err := r.Exec(ctx, conn, migrationLock.Commit, nil)
+			return err
+		}, nil
 	}
-	return func(ctx context.Context) error {
-		_, err := r.Exec(ctx, conn, migrationLock.Commit, nil)
-		return err
-	}, nil
 }
 
 // schemaStatements renders the embedded schema for prefix without a
@@ -53,7 +77,7 @@ func schemaStatements(prefix string) ([]string, error) {
 
 // SchemaMigrate applies the missing migrations under the migration lock.
 func (d *sqliteDialect) SchemaMigrate(ctx context.Context, _ *dialect.SchemaMigrateParams) error {
-	return schemaSQL.Migrate(ctx, d.Runner, lockMigrations)
+	return schemaSQL.Migrate(ctx, d.Runner, lockMigrations(d.migrations))
 }
 
 // SchemaStatus reads the schema version without creating anything.
@@ -61,7 +85,26 @@ func (d *sqliteDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatu
 	return schemaSQL.Status(ctx, d.Runner)
 }
 
-// SchemaDrop drops every table of this prefix.
+// SchemaDrop drops every table of this prefix: the views of body and
+// outgoing, their generations' tables, and the generations table.
 func (d *sqliteDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
-	return schemaSQL.Drop(ctx, d.Runner)
+	t := d.Tables()
+	for _, view := range []string{t.Body, t.Outgoing} {
+		if _, err := d.Write(ctx, views.Drop, kit.Args{"view": bun.Ident(view)}); err != nil {
+			return dialect.Wrap(err, "drop "+view)
+		}
+	}
+	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
+		return err
+	}
+	tables := []bun.Ident{bun.Ident(t.Generations)}
+	for g := range kit.Generations {
+		tables = append(tables, kit.GenTable(t.Body, g), kit.GenTable(t.Outgoing, g))
+	}
+	for _, table := range tables {
+		if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": table}); err != nil {
+			return dialect.Wrap(err, "drop "+string(table))
+		}
+	}
+	return nil
 }

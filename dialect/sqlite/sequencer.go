@@ -16,23 +16,25 @@ import (
 // get later seqs.
 var moveSQL = kit.MoveSQL{
 	LockPartition:  kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid`),
-	SelectIncoming: kit.Inline(`SELECT id, body_id FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
-	// The last seq above the cursor, by the primary key backwards, or the
-	// cursor when there is none (the vacuum pruned everything up to it).
-	Tops: kit.Inline(`SELECT pr.partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
-	WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+	SelectIncoming: kit.Inline(`SELECT id, body_id, body_gen FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
+	// The last seq above the cursor in any generation, by each one's
+	// primary key backwards, or the cursor when there is none (the vacuum
+	// pruned, or a truncation removed, everything up to it): lastSeq.
+	Tops: kit.Inline(`SELECT pr.partition_id, ` + lastSeq("pr.partition_id", "pr.processed_seq") + ` AS top
 FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id`),
 	// Every partition's head of line in one statement of fixed text: each
 	// partition's rows by index up to the id at ?offset in it (CROSS JOIN
 	// keeps json_each the outer side).
-	SelectHeads: kit.Prepare(`SELECT i.partition_id, i.id, i.body_id
+	SelectHeads: kit.Prepare(`SELECT i.partition_id, i.id, i.body_id, i.body_gen
 FROM json_each(?pids) p CROSS JOIN {incoming} i
 WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM {incoming} x
 	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?offset), 9223372036854775807)`),
 	Write: kit.WriteSQL{
-		InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+		// Into the generation of the rows' bodies, ?outgoing (rotate.go).
+		InsertOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
 			kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),
+		PerGen: true,
 		// By exact id: a range would also delete a row with a smaller id
 		// that committed meanwhile, and lose that message. Readers never
 		// wait on rows of open producers here (no MVCC row locks).

@@ -7,13 +7,15 @@
 // Every statement the dialect runs is written out whole in this package,
 // in the file of its area (schema.go, queues.go, enqueue.go, dedup.go,
 // sequencer.go, processor.go, deadletters.go, purge.go, vacuum.go,
-// stats.go), and rendered in testdata/sql/sqlite.sql. Times are TEXT
-// 'YYYY-MM-DD HH:MM:SS.SSS' in UTC from strftime('%Y-%m-%d %H:%M:%f', …),
-// so that lease and retry comparisons are plain string comparisons.
+// stats.go, rotate.go; shared pieces in generations.go), and rendered in
+// testdata/sql/sqlite.sql. Times are TEXT 'YYYY-MM-DD HH:MM:SS.SSS' in UTC
+// from strftime('%Y-%m-%d %H:%M:%f', …), so that lease and retry
+// comparisons are plain string comparisons.
 package sqlite
 
 import (
 	"embed"
+	"sync"
 
 	"github.com/uptrace/bun"
 
@@ -32,6 +34,10 @@ var migrationFS embed.FS
 // (BENCHMARKS.md, "Figures behind design choices", "SQLite: ack, then lease").
 type sqliteDialect struct {
 	*kit.Runner
+	migrations int            // how many migrations this release has (schema.go)
+	gens       kit.GenCache   // the generation new messages go to (rotate.go)
+	stall      kit.StallWatch // whether a pinned generation drains (rotate.go)
+	rotating   sync.Mutex     // the rotator's turn (rotate.go)
 }
 
 var _ dialect.Dialect = (*sqliteDialect)(nil)
@@ -64,9 +70,9 @@ func New(db *bun.DB, prefix string) (dialect.Dialect, error) {
 		DB: db, Prefix: prefix, Name: dialect.SQLite, Features: dialect.SingleWriter,
 		Limits: dialect.Limits{MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20},
 		Tuning: dialect.Tuning{SequencerWorkers: 1, VacuumWorkers: 1},
-		Sets: []any{&schemaSQL, &migrationLock, &registerSQL, &insertSQL, &enqueueSQL, &dedupSQL,
+		Sets: []any{&schemaSQL, &migrationLock, &views, &registerSQL, &insertSQL, &enqueueSQL, &dedupSQL,
 			&moveSQL, &sequencerSQL, &processorSQL, &leaseSQL, &deadLetterSQL, &purgeSQL,
-			&vacuumSQL, &vacuumCounterSQL, &statsSQL},
+			&vacuumSQL, &vacuumCounterSQL, &statsSQL, &rotateSQL},
 		Schema:       schema,
 		BeginWrite:   beginWrite,
 		IsRetryable:  isRetryable,
@@ -75,5 +81,5 @@ func New(db *bun.DB, prefix string) (dialect.Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &sqliteDialect{Runner: r}, nil
+	return &sqliteDialect{Runner: r, migrations: len(schema.Migrations)}, nil
 }

@@ -36,6 +36,15 @@ func TestStatements(t *testing.T) {
 		"DeadLetterSQL.SetReplayed?from": "pending",
 		"DeadLetterSQL.SetReplayed?to":   "replayed",
 		"DeadLetterSQL.SetReplayed?id":   int64(11),
+		// One generation's tables (rotate.go), and the rotator's values.
+		"gen":                             int16(1),
+		"body":                            bun.Ident("seqbox_body_g1"),
+		"outgoing":                        bun.Ident("seqbox_outgoing_g1"),
+		"view":                            bun.Ident("seqbox_body"),
+		"interval_us":                     int64(30_000_000),
+		"hold_us":                         int64(1_500_000),
+		"rotations.RotateSQL.Switch?from": 0,
+		"rotations.RotateSQL.Switch?to":   1,
 	}
 	golden.Statements(t, "sqlite", d.(*sqliteDialect).Runner, schema.NewQueryGen(sqlitedialect.New()), overrides, *update)
 }

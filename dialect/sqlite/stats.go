@@ -12,20 +12,24 @@ import (
 // lease condition of the processor's leasable rows.
 var statsSQL = kit.StatsSQL{
 	// The head of the sequenced line by primary key (seqs are gap-free
-	// above processed_seq), the last seq handed out as the last one above
-	// it (or the cursor: see Tops in sequencer.go), and the head of the
-	// incoming line through the index: MIN(created_at) over the join reads
-	// every row of a backlog (BENCHMARKS.md, "Figures behind design
-	// choices", "Oldest message by index").
+	// above processed_seq), probed in each generation, the last seq handed
+	// out as the last one above it in any generation (or the cursor: see
+	// Tops in sequencer.go), and the head of the incoming line through the
+	// index, its body in the generation it names: MIN(created_at) over the
+	// join reads every row of a backlog (BENCHMARKS.md, "Figures behind
+	// design choices", "Oldest message by index").
 	PartitionStats: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
-COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
-  ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
+` + lastSeq("pa.id", "pr.processed_seq") + ` AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
-(SELECT b.created_at FROM {outgoing} o JOIN {body} b ON b.id = o.body_id
-  WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
+COALESCE((SELECT b.created_at FROM {outgoing_g0} o JOIN {body_g0} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM {outgoing_g1} o JOIN {body_g1} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
 (SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id) AS incoming,
-(SELECT b.created_at FROM {incoming} i JOIN {body} b ON b.id = i.body_id
-  WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+(SELECT ` + incomingBody("created_at") + `
+ FROM {incoming} i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
 WHERE ?pid = 0 OR pa.id = ?pid ORDER BY pa.queue, pa.partition_no`),
 	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}

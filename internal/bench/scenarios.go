@@ -558,7 +558,7 @@ func (b *bencher) twoRowBaselineRun(ctx context.Context, producers, batch int, m
 	}()
 	pids := r.e.PartitionIDs(queueName)
 	body, incoming := bun.Ident(r.prefix+"body"), bun.Ident(r.prefix+"incoming")
-	if r.d.Name() == dialect.MySQL {
+	if r.d.Name() == dialect.MySQL || r.d.Name() == dialect.SQLite {
 		// body is a view of its generations there (docs/ROTATION.md): the
 		// rows go to generation 0's table, as a fresh schema's enqueue does.
 		body = bun.Ident(r.prefix + "body_g0")

@@ -128,11 +128,12 @@ func (e *Env) Count(table string) int {
 }
 
 // MarkPurged marks partition pid's outgoing row seq purged in tx, as a
-// purge's tombstone does. On MariaDB outgoing is a view of its generations'
-// tables (docs/ROTATION.md), so each of them is updated; the row is in one.
+// purge's tombstone does. On MariaDB and SQLite outgoing is a view of its
+// generations' tables (docs/ROTATION.md), which takes no UPDATE, so each of
+// them is updated; the row is in one.
 func (e *Env) MarkPurged(tx bun.Tx, pid, seq int64) {
 	tables := []string{e.Prefix + "outgoing"}
-	if e.D.Name() == dialect.MySQL {
+	if e.D.Name() == dialect.MySQL || e.D.Name() == dialect.SQLite {
 		tables = []string{e.Prefix + "outgoing_g0", e.Prefix + "outgoing_g1", e.Prefix + "outgoing_g2"}
 	}
 	for _, t := range tables {

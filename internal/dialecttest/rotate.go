@@ -249,6 +249,9 @@ func testTableRotate(t *testing.T, open Open) {
 
 	t.Run("RefusedWhileTablesInUse", func(t *testing.T) {
 		e := newRotateEnv(t, open)
+		if e.d.Features().Has(dialect.SingleWriter) {
+			t.Skipf("%s: a reader never holds up the truncation (WAL snapshot), and an open writer holds the one write lock, which the rotator waits for as every writer does: nothing to refuse", e.d.Name())
+		}
 		pid := e.queue(1)[0]
 		e.sequenced(2, pid)
 		require.True(t, e.rotate(true).Switched)
@@ -283,17 +286,41 @@ func testTableRotate(t *testing.T, open Open) {
 		defer func() { _ = tx.Rollback() }()
 		rs := rows(pid, 1)
 		require.NoError(t, stale.MessageInsertMany(e.ctx, &dialect.MessageInsertManyParams{Conn: tx, Rows: rs, ChunkRows: 100, ChunkBytes: 1 << 20}))
-		res := e.rotate(false)
-		if len(res.Refused) == 0 {
-			// Once seen under load in CI and never reproduced: say what the
-			// round did and whether the writer's transaction still lives.
-			var alive int
-			aliveErr := tx.NewRaw("SELECT 1").Scan(e.ctx, &alive)
-			t.Fatalf("the writer's transaction holds generation 0, yet the round refused nothing: %+v; states %v; writer's transaction alive: %v",
-				res, e.states(), aliveErr)
+		if e.d.Features().Has(dialect.SingleWriter) {
+			// One writer: tx holds the write lock, so the truncation's write
+			// transaction waits for its end instead of being refused busy,
+			// and its check then sees the message tx committed.
+			type rotated struct {
+				res dialect.TableRotateResult
+				err error
+			}
+			done := make(chan rotated, 1)
+			go func() {
+				res, err := e.r.TableRotate(e.ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: 100 * time.Millisecond})
+				done <- rotated{res, err}
+			}()
+			select {
+			case r := <-done:
+				t.Fatalf("the round ended while the writer's transaction held the write lock: %+v, %v", r.res, r.err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			require.NoError(t, tx.Commit())
+			r := <-done
+			require.NoError(t, r.err)
+			require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, r.res.Refused, "the round waited for the writer's commit, then found its message")
+		} else {
+			res := e.rotate(false)
+			if len(res.Refused) == 0 {
+				// Once seen under load in CI and never reproduced: say what the
+				// round did and whether the writer's transaction still lives.
+				var alive int
+				aliveErr := tx.NewRaw("SELECT 1").Scan(e.ctx, &alive)
+				t.Fatalf("the writer's transaction holds generation 0, yet the round refused nothing: %+v; states %v; writer's transaction alive: %v",
+					res, e.states(), aliveErr)
+			}
+			require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotateBusy}}, res.Refused, "the writer's transaction holds generation 0")
+			require.NoError(t, tx.Commit())
 		}
-		require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotateBusy}}, res.Refused, "the writer's transaction holds generation 0")
-		require.NoError(t, tx.Commit())
 		require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, e.rotate(false).Refused, "its message is not moved")
 		e.moveAll(pid)
 		// Seq 1's row may be gone already: MariaDB truncates a generation's
@@ -323,7 +350,7 @@ func testTableRotate(t *testing.T, open Open) {
 		e.sequenced(1, pid) // generation 1, current
 		require.True(t, e.rotate(true).Switched)
 		e.sequenced(1, pid) // generation 2
-		res = e.rotate(true)
+		res := e.rotate(true)
 		require.True(t, res.Switched, "0 was emptied: it opens again, rows and all")
 		require.Equal(t, 0, res.Current)
 		require.Equal(t, []int{0, 1, 2}, e.gens(pid))

@@ -19,6 +19,12 @@ BEGIN IMMEDIATE;
 -- lockSQL.Commit (inlined)
 COMMIT;
 
+-- lockSQL.Rollback (inlined)
+ROLLBACK;
+
+-- viewSQL.Drop (inlined)
+DROP VIEW IF EXISTS "seqbox_body";
+
 -- RegisterSQL.PartitionRows (inlined)
 SELECT id, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORDER BY partition_no;
 
@@ -32,14 +38,22 @@ INSERT OR IGNORE INTO seqbox_processor (partition_id) VALUES (7), (7);
 INSERT OR IGNORE INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7);
 
 -- InsertSQL.Bodies (inlined)
-INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+INSERT INTO "seqbox_body_g1" (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- InsertSQL.Incoming (inlined)
-INSERT INTO seqbox_incoming (partition_id, body_id) VALUES (7, X'019b3c7f'), (7, X'019b3c7f');
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, X'019b3c7f', 1), (7, X'019b3c7f', 1);
 
 -- enqueueStmts.Pending (inlined)
-SELECT b.id FROM seqbox_body b
-LEFT JOIN seqbox_outgoing o ON o.body_id = b.id
+SELECT b.id FROM seqbox_body_g0 b
+LEFT JOIN seqbox_outgoing_g0 o ON o.body_id = b.id
+LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
+WHERE b.id IN (11, 12) AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM seqbox_body_g1 b
+LEFT JOIN seqbox_outgoing_g1 o ON o.body_id = b.id
+LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
+WHERE b.id IN (11, 12) AND (o.seq IS NULL OR o.seq > p.processed_seq)
+UNION ALL SELECT b.id FROM seqbox_body_g2 b
+LEFT JOIN seqbox_outgoing_g2 o ON o.body_id = b.id
 LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
 WHERE b.id IN (11, 12) AND (o.seq IS NULL OR o.seq > p.processed_seq);
 
@@ -59,26 +73,27 @@ SELECT rowid FROM seqbox_dedup_keys WHERE expires_at <= strftime('%Y-%m-%d %H:%M
 SELECT id FROM seqbox_partitions WHERE id = 7;
 
 -- MoveSQL.SelectIncoming (inlined)
-SELECT id, body_id FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
+SELECT id, body_id, body_gen FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
 
 -- MoveSQL.Tops (inlined)
-SELECT pr.partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
-	WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
+SELECT pr.partition_id, MAX(COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq)) AS top
 FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 
 -- MoveSQL.LockPartitions (inlined)
 SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id;
 
 -- MoveSQL.SelectHeads (prepared)
--- prepared as: SELECT i.partition_id, i.id, i.body_id FROM json_each(?) p CROSS JOIN seqbox_incoming i WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807)
+-- prepared as: SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM json_each(?) p CROSS JOIN seqbox_incoming i WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807)
 -- parameters: pids, offset
-SELECT i.partition_id, i.id, i.body_id
+SELECT i.partition_id, i.id, i.body_id, i.body_gen
 FROM json_each('[7,8]') p CROSS JOIN seqbox_incoming i
 WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x
 	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807);
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
-INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+INSERT INTO "seqbox_outgoing_g1" (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- MoveSQL.Write.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming WHERE id IN (11, 12);
@@ -89,24 +104,35 @@ SELECT pa.id FROM seqbox_partitions pa WHERE EXISTS (SELECT 1 FROM seqbox_incomi
 -- ProcessorSQL.ReadyList (inlined)
 SELECT pr.partition_id FROM seqbox_processor pr
 WHERE pr.partition_id IN (7, 8)
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL)
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
--- parameters: pid, pid
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = ? AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL)
+-- parameters: pid, pid, pid, pid
 SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = 7
 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL;
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL);
 
 -- ProcessorSQL.OutgoingList (prepared)
--- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY o.seq LIMIT ?
--- parameters: pid, after, limit
+-- prepared as: SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id WHERE o.partition_id = ? AND o.seq > ? ORDER BY 1 LIMIT ?
+-- parameters: pid, after, pid, after, pid, after, limit
 SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
-FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100;
+FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41
+UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41
+UNION ALL SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41
+ORDER BY 1 LIMIT 100;
 
 -- ProcessorSQL.Update (prepared)
 -- prepared as: UPDATE seqbox_processor SET processed_seq = ?, attempts = ?, last_error = ?, next_attempt_at = CASE WHEN CAST(? AS INTEGER) > 0 THEN strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds') END, parked_at = CASE WHEN CAST(? AS INTEGER) > 0 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') END, locked_by = NULL, locked_until = NULL WHERE partition_id = ?
@@ -134,8 +160,8 @@ created_at, failed_at, last_error, attempts, status) VALUES (7, 42, X'019b3c80',
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = strftime('%Y-%m-%d %H:%M:%f', 'now') WHERE status = 'replayed' AND replay_id IN (X'019b3c80');
 
 -- leaseStmts.Lease (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds'), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL RETURNING processed_seq, attempts
--- parameters: owner, lease_us, limit, pid, pid
+-- prepared as: UPDATE seqbox_processor SET locked_by = ?, locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds'), lease_limit = ?, attempts = attempts + 1 WHERE partition_id = ? AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now')) AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = ? AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL) RETURNING processed_seq, attempts
+-- parameters: owner, lease_us, limit, pid, pid, pid, pid
 UPDATE seqbox_processor SET locked_by = 'host-1:4242',
 locked_until = strftime('%Y-%m-%d %H:%M:%f', 'now', (30000000 / 1000000.0) || ' seconds'),
 lease_limit = 100, attempts = attempts + 1
@@ -143,7 +169,9 @@ WHERE partition_id = 7
 AND parked_at IS NULL
 AND (locked_until IS NULL OR locked_until < strftime('%Y-%m-%d %H:%M:%f', 'now'))
 AND (next_attempt_at IS NULL OR next_attempt_at <= strftime('%Y-%m-%d %H:%M:%f', 'now'))
-AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+AND ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	OR (SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL)
 RETURNING processed_seq, attempts;
 
 -- DeadLetterSQL.List (inlined)
@@ -254,80 +282,114 @@ THEN COALESCE(lease_limit, CAST(100 AS INTEGER)) ELSE 0 END AS lease_window
 FROM seqbox_processor WHERE partition_id = 7;
 
 -- PurgeSQL.Incoming (inlined)
-SELECT i.id, i.body_id FROM seqbox_incoming i JOIN seqbox_body b ON b.id = i.body_id
-WHERE i.partition_id = 7
-AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+SELECT i.id, i.body_id FROM seqbox_incoming i
+WHERE i.partition_id = 7 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END) h WHERE h.key = f.key AND h.value = f.value))
 ORDER BY i.id LIMIT 100;
 
 -- PurgeSQL.Counts (inlined)
 SELECT p.id AS partition_id,
-	(SELECT COUNT(*) FROM seqbox_incoming i JOIN seqbox_body b ON b.id = i.body_id
-		WHERE i.partition_id = p.id AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS incoming,
-	(SELECT COUNT(*) FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
+	(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = p.id AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END) h WHERE h.key = f.key AND h.value = f.value))) AS incoming,
+	(SELECT COUNT(*) FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
 		AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS in_flight,
-	(SELECT COUNT(*) FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
+		AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS in_flight,
+	(SELECT COUNT(*) FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-			WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS outgoing
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
+	+ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > strftime('%Y-%m-%d %H:%M:%f', 'now')
 		THEN COALESCE(pr.lease_limit, CAST(100 AS INTEGER)) ELSE 0 END AS lease_window
 	FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id WHERE pa.queue = 'orders') p
 ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
-SELECT o.seq, o.body_id FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0
-AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
-ORDER BY o.seq LIMIT 100;
+SELECT o.seq, o.body_id FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+UNION ALL SELECT o.seq, o.body_id FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+UNION ALL SELECT o.seq, o.body_id FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+WHERE o.partition_id = 7 AND o.seq > 41 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value))
+ORDER BY 1 LIMIT 100;
 
 -- PurgeSQL.CountOutgoing (inlined)
-SELECT COUNT(*) FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
-WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0
-AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
-  WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value));
+SELECT (SELECT COUNT(*) FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
++ (SELECT COUNT(*) FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)))
++ (SELECT COUNT(*) FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND NOT EXISTS (SELECT 1 FROM json_each('{"tenant":"acme"}') f
+	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)));
 
 -- PurgeSQL.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming WHERE id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
-DELETE FROM seqbox_body WHERE id IN (X'019b3c7e', X'019b3c7f');
+DELETE FROM "seqbox_body_g1" WHERE id IN (X'019b3c7e', X'019b3c7f');
 
 -- PurgeSQL.Tombstone (inlined)
-UPDATE seqbox_outgoing SET purged = 1 WHERE partition_id = 7 AND seq IN (42, 43);
+UPDATE "seqbox_outgoing_g1" SET purged = 1 WHERE partition_id = 7 AND seq IN (42, 43);
 
 -- PurgeSQL.BlankBodies (inlined)
-UPDATE seqbox_body SET payload = X'7b226f72646572223a34327d', headers = NULL, msg_key = NULL WHERE id IN (X'019b3c7e', X'019b3c7f');
+UPDATE "seqbox_body_g1" SET payload = X'7b226f72646572223a34327d', headers = NULL, msg_key = NULL WHERE id IN (X'019b3c7e', X'019b3c7f');
 
 -- PurgeSQL.CountPurge (inlined)
 UPDATE seqbox_processor SET purges = purges + 1 WHERE partition_id = 7;
 
 -- VacuumRangeSQL.Bodies (inlined)
-DELETE FROM seqbox_body WHERE id IN (SELECT body_id FROM seqbox_outgoing WHERE partition_id = 7 AND seq > 40 AND seq <= 140);
+DELETE FROM "seqbox_body_g1" WHERE id IN (SELECT body_id FROM "seqbox_outgoing_g1" WHERE partition_id = 7 AND seq > 40 AND seq <= 140);
 
 -- VacuumRangeSQL.Outgoing (inlined)
-DELETE FROM seqbox_outgoing WHERE partition_id = 7 AND seq > 40 AND seq <= 140;
+DELETE FROM "seqbox_outgoing_g1" WHERE partition_id = 7 AND seq > 40 AND seq <= 140;
 
 -- VacuumRangeSQL.SetPruned (inlined)
 UPDATE seqbox_vacuum_counter SET pruned_seq = 140 WHERE partition_id = 7 AND pruned_seq < 140;
 
 -- vacuumCounterStmts.Counters (inlined)
 SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM seqbox_vacuum_counter v
-JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq;
+JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+AND NOT EXISTS (SELECT 1 FROM seqbox_generations g WHERE g.prune_held_until > strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
 -- StatsSQL.PartitionStats (inlined)
 SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
-COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq
-  ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS sequence,
+MAX(COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pa.id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq)) AS sequence,
 pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
-(SELECT b.created_at FROM seqbox_outgoing o JOIN seqbox_body b ON b.id = o.body_id
-  WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
+COALESCE((SELECT b.created_at FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM seqbox_outgoing_g1 o JOIN seqbox_body_g1 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
+ (SELECT b.created_at FROM seqbox_outgoing_g2 o JOIN seqbox_body_g2 b ON b.id = o.body_id
+	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
 (SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id) AS incoming,
-(SELECT b.created_at FROM seqbox_incoming i JOIN seqbox_body b ON b.id = i.body_id
-  WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+(SELECT CASE i.body_gen WHEN 0 THEN (SELECT b.created_at FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+	WHEN 1 THEN (SELECT b.created_at FROM seqbox_body_g1 b WHERE b.id = i.body_id)
+	WHEN 2 THEN (SELECT b.created_at FROM seqbox_body_g2 b WHERE b.id = i.body_id) END
+ FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7 ORDER BY pa.queue, pa.partition_no;
 
@@ -358,6 +420,71 @@ FROM seqbox_processor WHERE partition_id = 7;
 SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 CASE WHEN locked_until IS NOT NULL AND locked_until >= strftime('%Y-%m-%d %H:%M:%f', 'now') THEN 1 ELSE 0 END AS leased
 FROM seqbox_processor WHERE partition_id = 7;
+
+-- rotations.RotateSQL.Current (inlined)
+SELECT gen FROM seqbox_generations WHERE state = 'current';
+
+-- rotations.RotateSQL.State (inlined)
+SELECT g.gen, g.state,
+	COALESCE(g.opened_at < strftime('%Y-%m-%d %H:%M:%f', 'now', (30000000 / -1000000.0) || ' seconds'), 0) AS old,
+	CASE g.gen WHEN 0 THEN CAST((SELECT 4 * page_size FROM pragma_page_size())
+	+ COALESCE(((SELECT MAX(rowid) FROM seqbox_body_g0) - (SELECT MIN(rowid) FROM seqbox_body_g0) + 1)
+		* (SELECT AVG(length(id) + length(payload_type) + length(payload) + COALESCE(length(CAST(headers AS BLOB)), 0)
+			+ COALESCE(length(msg_key), 0) + length(created_at)) * 1.25 + 110
+			FROM (SELECT id, payload_type, payload, headers, msg_key, created_at FROM seqbox_body_g0 ORDER BY rowid DESC LIMIT 64)), 0) AS INTEGER)
+	WHEN 1 THEN CAST((SELECT 4 * page_size FROM pragma_page_size())
+	+ COALESCE(((SELECT MAX(rowid) FROM seqbox_body_g1) - (SELECT MIN(rowid) FROM seqbox_body_g1) + 1)
+		* (SELECT AVG(length(id) + length(payload_type) + length(payload) + COALESCE(length(CAST(headers AS BLOB)), 0)
+			+ COALESCE(length(msg_key), 0) + length(created_at)) * 1.25 + 110
+			FROM (SELECT id, payload_type, payload, headers, msg_key, created_at FROM seqbox_body_g1 ORDER BY rowid DESC LIMIT 64)), 0) AS INTEGER)
+	WHEN 2 THEN CAST((SELECT 4 * page_size FROM pragma_page_size())
+	+ COALESCE(((SELECT MAX(rowid) FROM seqbox_body_g2) - (SELECT MIN(rowid) FROM seqbox_body_g2) + 1)
+		* (SELECT AVG(length(id) + length(payload_type) + length(payload) + COALESCE(length(CAST(headers AS BLOB)), 0)
+			+ COALESCE(length(msg_key), 0) + length(created_at)) * 1.25 + 110
+			FROM (SELECT id, payload_type, payload, headers, msg_key, created_at FROM seqbox_body_g2 ORDER BY rowid DESC LIMIT 64)), 0) AS INTEGER) END AS size
+FROM seqbox_generations g ORDER BY g.gen;
+
+-- rotations.RotateSQL.Empty (inlined)
+SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM "seqbox_outgoing_g1");
+
+-- rotations.RotateSQL.PendingCursors (inlined)
+SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr
+WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pr.partition_id AND i.body_gen = 1 ORDER BY i.id LIMIT 1) IS NOT NULL;
+
+-- rotations.RotateSQL.MarkEmpty (inlined)
+UPDATE seqbox_generations SET state = 'empty', truncated_at = strftime('%Y-%m-%d %H:%M:%f', 'now')
+WHERE gen = 1 AND state = 'closed';
+
+-- rotations.RotateSQL.Switch (inlined)
+UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN gen = 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE opened_at END,
+	closed_at = CASE WHEN gen = 0 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE closed_at END,
+	prune_held_until = CASE WHEN gen = 1 THEN f.held END
+FROM (SELECT prune_held_until AS held FROM seqbox_generations WHERE gen = 0) f
+WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
+
+-- rotations.RotateSQL.Hold (inlined)
+UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS INTEGER) > 0
+	THEN strftime('%Y-%m-%d %H:%M:%f', 'now', (1500000 / 1000000.0) || ' seconds') END
+WHERE state = 'current';
+
+-- rotations.RotateSQL.Pruned (inlined)
+UPDATE seqbox_vacuum_counter AS v SET pruned_seq = MIN(pr.processed_seq,
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g1 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq),
+	COALESCE((SELECT o.seq FROM seqbox_outgoing_g2 o WHERE o.partition_id = pr.partition_id AND o.seq > v.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq))
+FROM seqbox_processor pr
+WHERE pr.partition_id = v.partition_id AND v.pruned_seq < pr.processed_seq;
+
+-- rotations.Pending (inlined)
+SELECT EXISTS (SELECT 1 FROM seqbox_processor pr
+WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pr.partition_id AND i.body_gen = 1 ORDER BY i.id LIMIT 1) IS NOT NULL);
+
+-- rotations.DeleteOutgoing (inlined)
+DELETE FROM "seqbox_outgoing_g1";
+
+-- rotations.DeleteBody (inlined)
+DELETE FROM "seqbox_body_g1";
 
 -- BeginWrite (inlined)
 UPDATE seqbox_schema_version SET version = version WHERE 0;

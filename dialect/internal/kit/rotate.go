@@ -16,11 +16,12 @@ import (
 // Tables rotated instead of pruned (docs/ROTATION.md): body and outgoing
 // live in three generations, each its own pair of tables ({body}_gN,
 // {outgoing}_gN; partitions of one parent on PostgreSQL, separate tables
-// on MariaDB). New messages go to the current generation; a message's
-// outgoing row goes to its body's generation. A closed generation whose
-// every message is acked is truncated whole, instead of deleted row by
-// row. What decides a truncation is the dialect's: checks made while it
-// holds the generation's tables locked (Rotation.Truncate). The rest of a
+// on MariaDB and SQLite). New messages go to the current generation; a
+// message's outgoing row goes to its body's generation. A closed
+// generation whose every message is acked is truncated whole, instead of
+// deleted row by row. What decides a truncation is the dialect's: checks
+// made while nothing can write the generation (its tables locked; on
+// SQLite, the one write transaction), in Rotation.Truncate. The rest of a
 // round, the same on every database, is here.
 
 // Generations is the number of generations body and outgoing rotate in.
@@ -223,7 +224,7 @@ func (rot *Rotation) Round(ctx context.Context, p *dialect.TableRotateParams) (d
 		}
 	}
 	if len(res.Truncated) > 0 {
-		if _, err := rot.R.Exec(ctx, rot.R.DB(), rot.SQL.Pruned, nil); err != nil {
+		if _, err := rot.write(ctx, rot.SQL.Pruned, nil); err != nil {
 			return res, err
 		}
 	}
@@ -232,7 +233,7 @@ func (rot *Rotation) Round(ctx context.Context, p *dialect.TableRotateParams) (d
 		next := (cur + 1) % Generations
 		if rows[next].State != GenEmpty {
 			res.Pinned = true
-		} else if n, err := rot.R.Affected(ctx, rot.R.DB(), rot.SQL.Switch, Args{"from": cur, "to": next}); err != nil {
+		} else if n, err := rot.write(ctx, rot.SQL.Switch, Args{"from": cur, "to": next}); err != nil {
 			// An idle current generation is switched too: closing it costs
 			// two row updates, and a closed generation that holds nothing
 			// is marked empty without a lock; and so a pinned generation
@@ -255,10 +256,24 @@ func (rot *Rotation) Round(ctx context.Context, p *dialect.TableRotateParams) (d
 	if res.Pinned && !res.Draining {
 		hold = 0
 	}
-	if _, err := rot.R.Exec(ctx, rot.R.DB(), rot.SQL.Hold, Args{"hold_us": hold.Microseconds()}); err != nil {
+	if _, err := rot.write(ctx, rot.SQL.Hold, Args{"hold_us": hold.Microseconds()}); err != nil {
 		return res, err
 	}
 	return res, nil
+}
+
+// write runs one of the round's writes (autocommit) through the runner's
+// writer and returns how many rows it changed. On a database with one
+// writer (SQLite) a write beside it would poll for the database's lock
+// while the pipeline's transactions follow one another through the
+// writer, and could wait out the busy timeout; elsewhere it is Exec.
+func (rot *Rotation) write(ctx context.Context, s *Stmt, args Args) (int64, error) {
+	res, err := rot.R.Write(ctx, s, args)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return n, rot.R.Wrap(err)
 }
 
 // truncate empties closed generation g: marks it empty without a lock when
@@ -272,7 +287,7 @@ func (rot *Rotation) truncate(ctx context.Context, g int, lockTimeout time.Durat
 		return false, "", err
 	}
 	if empty {
-		_, err := rot.R.Exec(ctx, rot.R.DB(), rot.SQL.MarkEmpty, Args{"gen": g})
+		_, err := rot.write(ctx, rot.SQL.MarkEmpty, Args{"gen": g})
 		return false, "", err
 	}
 	reason, err := rot.Truncate(ctx, g, lockTimeout)
