@@ -135,7 +135,7 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 		DB: db, Prefix: prefix, Name: dialect.MySQL, Features: dialect.MultiProcess,
 		Limits: dialect.Limits{MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement},
 		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
-		Sets: []any{probes, schemaSQL, migrationLock, views, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL,
+		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL,
 			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL},
 		Schema:       schema,
 		TxOptions:    txOptions(srv.readCommitted),

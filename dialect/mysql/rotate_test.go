@@ -12,6 +12,7 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/rotatetest"
 )
 
 // rotateParams make the current generation always due (by size) and no
@@ -29,41 +30,6 @@ func newRotating(t *testing.T) (*bun.DB, *mysqlDialect, string) {
 		_ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{})
 	})
 	return db, d.(*mysqlDialect), prefix
-}
-
-// oneQueue registers queue "q" of one partition and returns its id.
-func oneQueue(t *testing.T, d dialect.Dialect) int64 {
-	t.Helper()
-	ids, err := d.QueueRegister(t.Context(), &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 1}}})
-	require.NoError(t, err)
-	return ids[0][0]
-}
-
-// enqueueAndMove writes a message per id to partition pid and moves them.
-func enqueueAndMove(t *testing.T, db *bun.DB, d dialect.Dialect, pid int64, ids ...dialect.MessageID) {
-	t.Helper()
-	ctx := t.Context()
-	rows := make([]dialect.MessageRow, len(ids))
-	for i, id := range ids {
-		rows[i] = dialect.MessageRow{ID: id, PartitionID: pid, PayloadType: "t", Payload: []byte("p")}
-	}
-	require.NoError(t, d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{Conn: db, Rows: rows, ChunkRows: 100, ChunkBytes: 1 << 20}))
-	_, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
-	require.NoError(t, err)
-}
-
-func count(t *testing.T, db bun.IDB, table string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(table)).Scan(t.Context(), &n))
-	return n
-}
-
-func genStates(t *testing.T, db *bun.DB, prefix string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, db.NewRaw("SELECT state FROM ? ORDER BY gen", bun.Ident(prefix+"generations")).Scan(t.Context(), &out))
-	return out
 }
 
 // TestRotateKilledWhileLocked: the rotating process dies at each stage of
@@ -90,8 +56,8 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			ctx := t.Context()
 			db, d, prefix := newRotating(t)
 			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-			pid := oneQueue(t, d)
-			enqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
+			pid := rotatetest.OneQueue(t, d)
+			rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
 			_, err := db.NewRaw("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor")).Exec(ctx)
 			require.NoError(t, err)
 			res, err := d.TableRotate(ctx, rotateParams)
@@ -129,9 +95,9 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			close(release)
 			require.ErrorIs(t, <-done, errDied)
 
-			require.Equal(t, []string{"closed", "current", "empty"}, genStates(t, db, prefix))
-			require.Equal(t, tc.outgoing, count(t, db, prefix+"outgoing_g0"))
-			require.Equal(t, tc.bodies, count(t, db, prefix+"body_g0"))
+			require.Equal(t, []string{"closed", "current", "empty"}, rotatetest.GenStates(t, db, prefix))
+			require.Equal(t, tc.outgoing, rotatetest.Count(t, db, prefix+"outgoing_g0"))
+			require.Equal(t, tc.bodies, rotatetest.Count(t, db, prefix+"body_g0"))
 			d.onRotate = nil
 			res, err = d.TableRotate(ctx, rotateParams)
 			require.NoError(t, err)
@@ -140,8 +106,8 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			} else {
 				require.Empty(t, res.Truncated, "nothing was left: marked empty without a lock")
 			}
-			require.Equal(t, "empty", genStates(t, db, prefix)[0])
-			require.Zero(t, count(t, db, prefix+"body"))
+			require.Equal(t, "empty", rotatetest.GenStates(t, db, prefix)[0])
+			require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
 			require.Equal(t, int64(3), d.lastSeq(t, pid), "the last seq handed out is the cursor")
 		})
 	}
@@ -171,8 +137,8 @@ func TestRotateNeverMakesPipelineVictim(t *testing.T) {
 	ctx := t.Context()
 	db, d, prefix := newRotating(t)
 	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-	pid := oneQueue(t, d)
-	enqueueAndMove(t, db, d, pid, dialect.MessageID{1})
+	pid := rotatetest.OneQueue(t, d)
+	rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
 	_, err := db.NewRaw("UPDATE ? SET processed_seq = 1", bun.Ident(prefix+"processor")).Exec(ctx)
 	require.NoError(t, err)
 	res, err := d.TableRotate(ctx, rotateParams)
@@ -182,7 +148,7 @@ func TestRotateNeverMakesPipelineVictim(t *testing.T) {
 	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	require.Equal(t, 1, count(t, tx, prefix+"outgoing_g0"))
+	require.Equal(t, 1, rotatetest.Count(t, tx, prefix+"outgoing_g0"))
 	done := make(chan dialect.TableRotateResult, 1)
 	go func() {
 		res, err := d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: 30 * time.Second})
@@ -196,10 +162,10 @@ func TestRotateNeverMakesPipelineVictim(t *testing.T) {
 		require.NoError(t, db.NewRaw(`SELECT EXISTS (SELECT 1 FROM information_schema.processlist
 WHERE state = 'Waiting for table metadata lock' AND info LIKE ?)`, "%LOCK TABLES%"+prefix+"outgoing_g0%").Scan(ctx, &waiting))
 	}
-	require.Equal(t, 1, count(t, tx, prefix+"body_g0"), "the pipeline's transaction reads on")
+	require.Equal(t, 1, rotatetest.Count(t, tx, prefix+"body_g0"), "the pipeline's transaction reads on")
 	require.NoError(t, tx.Commit())
 	require.Equal(t, []int{0}, (<-done).Truncated)
-	require.Equal(t, 0, count(t, db, prefix+"body"))
+	require.Equal(t, 0, rotatetest.Count(t, db, prefix+"body"))
 }
 
 // TestMigrateRotationFromVersion10: tables of release 10 with rows in every
@@ -244,9 +210,9 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	st, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
 	require.NoError(t, err)
 	require.Equal(t, st.Latest, st.Current)
-	require.Equal(t, 3, count(t, db, prefix+"body_g0"), "the rows are generation 0's")
-	require.Equal(t, 2, count(t, db, prefix+"outgoing_g0"))
-	require.Equal(t, []string{"current", "empty", "empty"}, genStates(t, db, prefix))
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body_g0"), "the rows are generation 0's")
+	require.Equal(t, 2, rotatetest.Count(t, db, prefix+"outgoing_g0"))
+	require.Equal(t, []string{"current", "empty", "empty"}, rotatetest.GenStates(t, db, prefix))
 	m11, err := kit.LoadSchema(migrationFS)
 	require.NoError(t, err)
 	m11.Bootstrap = "SELECT 1"
@@ -256,7 +222,7 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	for _, q := range again[1:] {
 		exec(q)
 	}
-	require.Equal(t, 3, count(t, db, prefix+"body"), "a second run changes nothing")
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body"), "a second run changes nothing")
 
 	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
 	require.NoError(t, err)
@@ -277,7 +243,7 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	rot, err = d.TableRotate(ctx, rotateParams)
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, rot.Truncated)
-	require.Zero(t, count(t, db, prefix+"body"))
+	require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
 	var pruned int64
 	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
 	require.Equal(t, int64(3), pruned)

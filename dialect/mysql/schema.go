@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 
 	"github.com/uptrace/bun"
 
@@ -20,6 +19,8 @@ var schemaSQL = kit.SchemaSQL{
 	Record:      kit.Inline(`INSERT INTO {schema_version} (version) VALUES (?version)`),
 	// The table's name is a value, quoted by bun as an identifier.
 	DropTable: kit.Inline(`DROP TABLE IF EXISTS ?table`),
+	// body and outgoing are views of their generations (migration 011).
+	DropView: kit.Inline(`DROP VIEW IF EXISTS ?view`),
 }
 
 // migrationLockSQL is the migrations' database-wide lock: a named lock held
@@ -31,16 +32,6 @@ type migrationLockSQL struct {
 	// Release releases lock ?name.
 	Release *kit.Stmt
 }
-
-// viewSQL is what SchemaDrop needs beyond kit's: body and outgoing are
-// views of their generations (migration 011), which DROP TABLE leaves
-// alone.
-type viewSQL struct {
-	// Drop drops view ?view if it exists.
-	Drop *kit.Stmt
-}
-
-var views = viewSQL{Drop: kit.Inline(`DROP VIEW IF EXISTS ?view`)}
 
 var migrationLock = migrationLockSQL{
 	Take:    kit.Inline(`SELECT GET_LOCK(?name, 120)`),
@@ -76,26 +67,7 @@ func (d *mysqlDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatus
 // SchemaDrop drops every table of the prefix: the views of body and
 // outgoing, their generations' tables, and the generations table.
 func (d *mysqlDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
-	t := d.Tables()
-	for _, view := range []string{t.Body, t.Outgoing} {
-		if _, err := d.Write(ctx, views.Drop, kit.Args{"view": bun.Ident(view)}); err != nil {
-			return dialect.Wrap(err, "drop "+view)
-		}
-	}
-	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
-		return err
-	}
-	tables := []string{t.Generations}
-	for g := range kit.Generations {
-		s := "_g" + strconv.Itoa(g)
-		tables = append(tables, t.Body+s, t.Outgoing+s)
-	}
-	for _, table := range tables {
-		if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": bun.Ident(table)}); err != nil {
-			return dialect.Wrap(err, "drop "+table)
-		}
-	}
-	return nil
+	return schemaSQL.DropRotated(ctx, d.Runner)
 }
 
 // schemaStatements renders the embedded schema for prefix without a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/postgres"
+	"github.com/seqbox/seqbox/internal/rotatetest"
 	"github.com/seqbox/seqbox/vacuum"
 )
 
@@ -64,9 +65,9 @@ func TestGenericPlansProbeEveryGeneration(t *testing.T) {
 	vacuumGenerations(false)
 	check("a new schema, vacuumed")
 
-	pid := oneQueue(t, d)
+	pid := rotatetest.OneQueue(t, d)
 	r := d.(vacuum.Rotator)
-	enqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2})
+	rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2})
 	res, err := r.TableRotate(ctx, rotateParams)
 	require.NoError(t, err)
 	require.True(t, res.Switched)

@@ -11,6 +11,7 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/postgres"
 	"github.com/seqbox/seqbox/internal/dbtest"
+	"github.com/seqbox/seqbox/internal/rotatetest"
 	"github.com/seqbox/seqbox/vacuum"
 )
 
@@ -31,41 +32,6 @@ func newRotating(t *testing.T) (*bun.DB, dialect.Dialect, string) {
 	return db, d, prefix
 }
 
-// oneQueue registers queue "q" of one partition and returns its id.
-func oneQueue(t *testing.T, d dialect.Dialect) int64 {
-	t.Helper()
-	ids, err := d.QueueRegister(t.Context(), &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 1}}})
-	require.NoError(t, err)
-	return ids[0][0]
-}
-
-// enqueueAndMove writes a message per id to partition pid and moves them.
-func enqueueAndMove(t *testing.T, db *bun.DB, d dialect.Dialect, pid int64, ids ...dialect.MessageID) {
-	t.Helper()
-	ctx := t.Context()
-	rows := make([]dialect.MessageRow, len(ids))
-	for i, id := range ids {
-		rows[i] = dialect.MessageRow{ID: id, PartitionID: pid, PayloadType: "t", Payload: []byte("p")}
-	}
-	require.NoError(t, d.MessageInsertMany(ctx, &dialect.MessageInsertManyParams{Conn: db, Rows: rows, ChunkRows: 100, ChunkBytes: 1 << 20}))
-	_, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: pid, Limit: 10})
-	require.NoError(t, err)
-}
-
-func count(t *testing.T, db *bun.DB, table string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(table)).Scan(t.Context(), &n))
-	return n
-}
-
-func genStates(t *testing.T, db *bun.DB, prefix string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, db.NewRaw("SELECT state FROM ? ORDER BY gen", bun.Ident(prefix+"generations")).Scan(t.Context(), &out))
-	return out
-}
-
 // TestRotateKilledBetweenLockAndTruncate: the rotator's connection is
 // killed while it holds generation 0's tables, once after the lock and
 // before the checks, once after the TRUNCATE and before the commit. Either
@@ -81,8 +47,8 @@ func TestRotateKilledBetweenLockAndTruncate(t *testing.T) {
 			ctx := t.Context()
 			db, d, prefix := newRotating(t)
 			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-			pid := oneQueue(t, d)
-			enqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
+			pid := rotatetest.OneQueue(t, d)
+			rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
 			_, err := db.NewRaw("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor")).Exec(ctx)
 			require.NoError(t, err)
 			r := d.(vacuum.Rotator)
@@ -123,14 +89,14 @@ func TestRotateKilledBetweenLockAndTruncate(t *testing.T) {
 			close(release)
 			require.Error(t, <-done, "the round fails with its connection")
 
-			require.Equal(t, []string{"closed", "current", "empty"}, genStates(t, db, prefix))
-			require.Equal(t, 3, count(t, db, prefix+"body_g0"), "nothing truncated")
-			require.Equal(t, 3, count(t, db, prefix+"outgoing_g0"))
+			require.Equal(t, []string{"closed", "current", "empty"}, rotatetest.GenStates(t, db, prefix))
+			require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body_g0"), "nothing truncated")
+			require.Equal(t, 3, rotatetest.Count(t, db, prefix+"outgoing_g0"))
 			postgres.OnRotate(d, nil)
 			res, err = r.TableRotate(ctx, rotateParams)
 			require.NoError(t, err)
 			require.Equal(t, []int{0}, res.Truncated, "the next round truncates it")
-			require.Zero(t, count(t, db, prefix+"body"))
+			require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
 		})
 	}
 }
@@ -165,15 +131,15 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	st, err := d.SchemaStatus(ctx, &dialect.SchemaStatusParams{})
 	require.NoError(t, err)
 	require.Equal(t, st.Latest, st.Current)
-	require.Equal(t, 3, count(t, db, prefix+"body_g0"), "the rows are generation 0's")
-	require.Equal(t, 2, count(t, db, prefix+"outgoing_g0"))
-	require.Equal(t, []string{"current", "empty", "empty"}, genStates(t, db, prefix))
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body_g0"), "the rows are generation 0's")
+	require.Equal(t, 2, rotatetest.Count(t, db, prefix+"outgoing_g0"))
+	require.Equal(t, []string{"current", "empty", "empty"}, rotatetest.GenStates(t, db, prefix))
 	stmts, err := postgres.Migration(prefix, 11)
 	require.NoError(t, err)
 	for _, q := range stmts {
 		exec(q)
 	}
-	require.Equal(t, 3, count(t, db, prefix+"body"), "a second run changes nothing")
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body"), "a second run changes nothing")
 
 	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
 	require.NoError(t, err)
@@ -195,7 +161,7 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	rot, err = r.TableRotate(ctx, rotateParams)
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, rot.Truncated)
-	require.Zero(t, count(t, db, prefix+"body"))
+	require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
 	var pruned int64
 	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
 	require.Equal(t, int64(3), pruned)
@@ -211,10 +177,10 @@ func TestBatchReadProbesOneGeneration(t *testing.T) {
 	ctx := t.Context()
 	db, d, prefix := newRotating(t)
 	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-	pid := oneQueue(t, d)
+	pid := rotatetest.OneQueue(t, d)
 	r := d.(vacuum.Rotator)
 	for g := range 3 {
-		enqueueAndMove(t, db, d, pid, dialect.MessageID{byte(g), 1}, dialect.MessageID{byte(g), 2})
+		rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{byte(g), 1}, dialect.MessageID{byte(g), 2})
 		if g < 2 {
 			res, err := r.TableRotate(ctx, rotateParams)
 			require.NoError(t, err)
@@ -222,7 +188,7 @@ func TestBatchReadProbesOneGeneration(t *testing.T) {
 		}
 	}
 	for g := range 3 {
-		require.Equal(t, 2, count(t, db, prefix+"body_g"+string(rune('0'+g))), "generation %d", g)
+		require.Equal(t, 2, rotatetest.Count(t, db, prefix+"body_g"+string(rune('0'+g))), "generation %d", g)
 	}
 	query, err := postgres.RenderBatchRead(d, db, pid, 0, 100)
 	require.NoError(t, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
+	"github.com/seqbox/seqbox/internal/rotatetest"
 )
 
 // rotateParams make the current generation always due (by size: every
@@ -37,20 +38,6 @@ func openRotating(t *testing.T) (*bun.DB, *sqliteDialect, string) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.Release() })
 	return db, d.(*sqliteDialect), prefix
-}
-
-func count(t *testing.T, db bun.IDB, table string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, db.NewRaw("SELECT COUNT(*) FROM ?", bun.Ident(table)).Scan(t.Context(), &n))
-	return n
-}
-
-func genStates(t *testing.T, db *bun.DB, prefix string) []string {
-	t.Helper()
-	var out []string
-	require.NoError(t, db.NewRaw("SELECT state FROM ? ORDER BY gen", bun.Ident(prefix+"generations")).Scan(t.Context(), &out))
-	return out
 }
 
 // objectType is what sqlite_master says name is ("table", "view"), or "".
@@ -124,10 +111,10 @@ func TestMigrateRotationFromVersion9(t *testing.T) {
 	require.Equal(t, st.Latest, st.Current)
 	require.Equal(t, "view", objectType(t, db, prefix+"body"))
 	require.Equal(t, "view", objectType(t, db, prefix+"outgoing"))
-	require.Equal(t, 3, count(t, db, prefix+"body_g0"), "the rows are generation 0's")
-	require.Equal(t, 2, count(t, db, prefix+"outgoing_g0"))
-	require.Equal(t, 3, count(t, db, prefix+"body"), "and read through the view")
-	require.Equal(t, []string{"current", "empty", "empty"}, genStates(t, db, prefix))
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body_g0"), "the rows are generation 0's")
+	require.Equal(t, 2, rotatetest.Count(t, db, prefix+"outgoing_g0"))
+	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body"), "and read through the view")
+	require.Equal(t, []string{"current", "empty", "empty"}, rotatetest.GenStates(t, db, prefix))
 	var gens []int
 	require.NoError(t, db.NewRaw("SELECT body_gen FROM ?", bun.Ident(prefix+"incoming")).Scan(ctx, &gens))
 	require.Equal(t, []int{0}, gens, "the incoming message's body is in generation 0")
@@ -151,8 +138,8 @@ func TestMigrateRotationFromVersion9(t *testing.T) {
 	rot, err = d.TableRotate(ctx, rotateParams)
 	require.NoError(t, err)
 	require.Equal(t, []int{0}, rot.Truncated)
-	require.Zero(t, count(t, db, prefix+"body"))
-	require.Zero(t, count(t, db, prefix+"outgoing"))
+	require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
+	require.Zero(t, rotatetest.Count(t, db, prefix+"outgoing"))
 	var pruned int64
 	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
 	require.Equal(t, int64(3), pruned)

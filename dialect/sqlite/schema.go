@@ -15,6 +15,8 @@ var schemaSQL = kit.SchemaSQL{
 	Version:     kit.Inline(`SELECT COALESCE(MAX(version), 0) FROM {schema_version}`),
 	Record:      kit.Inline(`INSERT INTO {schema_version} (version) VALUES (?version)`),
 	DropTable:   kit.Inline(`DROP TABLE IF EXISTS ?table`),
+	// body and outgoing are views of their generations (migration 010).
+	DropView: kit.Inline(`DROP VIEW IF EXISTS ?view`),
 }
 
 // lockSQL is the migration lock: SQLite has no named locks, and an
@@ -32,15 +34,6 @@ var migrationLock = lockSQL{
 	Commit:   kit.Inline(`COMMIT`),
 	Rollback: kit.Inline(`ROLLBACK`),
 }
-
-// viewSQL is what SchemaDrop needs beyond kit's: body and outgoing are
-// views of their generations (migration 010), which DROP TABLE refuses.
-type viewSQL struct {
-	// Drop drops view ?view if it exists.
-	Drop *kit.Stmt
-}
-
-var views = viewSQL{Drop: kit.Inline(`DROP VIEW IF EXISTS ?view`)}
 
 // lockMigrations opens an immediate transaction on conn and returns its
 // end: a commit once the schema is at the latest version (latest), else
@@ -85,26 +78,8 @@ func (d *sqliteDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatu
 	return schemaSQL.Status(ctx, d.Runner)
 }
 
-// SchemaDrop drops every table of this prefix: the views of body and
+// SchemaDrop drops every table of the prefix: the views of body and
 // outgoing, their generations' tables, and the generations table.
 func (d *sqliteDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
-	t := d.Tables()
-	for _, view := range []string{t.Body, t.Outgoing} {
-		if _, err := d.Write(ctx, views.Drop, kit.Args{"view": bun.Ident(view)}); err != nil {
-			return dialect.Wrap(err, "drop "+view)
-		}
-	}
-	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
-		return err
-	}
-	tables := []bun.Ident{bun.Ident(t.Generations)}
-	for g := range kit.Generations {
-		tables = append(tables, kit.GenTable(t.Body, g), kit.GenTable(t.Outgoing, g))
-	}
-	for _, table := range tables {
-		if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": table}); err != nil {
-			return dialect.Wrap(err, "drop "+string(table))
-		}
-	}
-	return nil
+	return schemaSQL.DropRotated(ctx, d.Runner)
 }

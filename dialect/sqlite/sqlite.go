@@ -70,7 +70,7 @@ func New(db *bun.DB, prefix string) (dialect.Dialect, error) {
 		DB: db, Prefix: prefix, Name: dialect.SQLite, Features: dialect.SingleWriter,
 		Limits: dialect.Limits{MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20},
 		Tuning: dialect.Tuning{SequencerWorkers: 1, VacuumWorkers: 1},
-		Sets: []any{&schemaSQL, &migrationLock, &views, &registerSQL, &insertSQL, &enqueueSQL, &dedupSQL,
+		Sets: []any{&schemaSQL, &migrationLock, &registerSQL, &insertSQL, &enqueueSQL, &dedupSQL,
 			&moveSQL, &sequencerSQL, &processorSQL, &leaseSQL, &deadLetterSQL, &purgeSQL,
 			&vacuumSQL, &vacuumCounterSQL, &statsSQL, &rotateSQL},
 		Schema:       schema,

@@ -22,14 +22,14 @@ INSERT INTO seqbox_schema_version (version) VALUES (3);
 -- SchemaSQL.DropTable (inlined)
 DROP TABLE IF EXISTS `seqbox_body`;
 
+-- SchemaSQL.DropView (inlined)
+DROP VIEW IF EXISTS `seqbox_body`;
+
 -- migrationLockSQL.Take (inlined)
 SELECT GET_LOCK('seqbox_migrate', 120);
 
 -- migrationLockSQL.Release (inlined)
 SELECT RELEASE_LOCK('seqbox_migrate');
-
--- viewSQL.Drop (inlined)
-DROP VIEW IF EXISTS `seqbox_body`;
 
 -- RegisterSQL.PartitionRows (inlined)
 SELECT id, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORDER BY partition_no;

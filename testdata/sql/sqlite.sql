@@ -13,6 +13,9 @@ INSERT INTO seqbox_schema_version (version) VALUES (3);
 -- SchemaSQL.DropTable (inlined)
 DROP TABLE IF EXISTS "seqbox_body";
 
+-- SchemaSQL.DropView (inlined)
+DROP VIEW IF EXISTS "seqbox_body";
+
 -- lockSQL.Begin (inlined)
 BEGIN IMMEDIATE;
 
@@ -21,9 +24,6 @@ COMMIT;
 
 -- lockSQL.Rollback (inlined)
 ROLLBACK;
-
--- viewSQL.Drop (inlined)
-DROP VIEW IF EXISTS "seqbox_body";
 
 -- RegisterSQL.PartitionRows (inlined)
 SELECT id, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORDER BY partition_no;

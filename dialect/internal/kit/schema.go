@@ -114,6 +114,10 @@ type SchemaSQL struct {
 	Record *Stmt
 	// DropTable drops ?table (a bun.Ident) if it exists.
 	DropTable *Stmt
+	// DropView drops view ?view if it exists, where body and outgoing are
+	// views of their generations' tables (MariaDB, SQLite; DropRotated):
+	// DROP TABLE leaves a view alone.
+	DropView *Stmt `kit:"optional"`
 }
 
 // SchemaLock takes a database-wide lock for migrations on a pinned
@@ -174,6 +178,32 @@ func (s *SchemaSQL) Migrate(ctx context.Context, r *Runner, lock SchemaLock) (er
 		}
 		if _, err := r.Exec(ctx, conn, s.Record, Args{"version": v + 1}); err != nil {
 			return dialect.Wrap(err, fmt.Sprintf("migrate: record version %d", v+1))
+		}
+	}
+	return nil
+}
+
+// DropRotated drops every table of the prefix where body and outgoing are
+// views of three generations' tables (docs/ROTATION.md: MariaDB, SQLite):
+// the two views, the tables Drop drops, the generations' tables and the
+// generations table.
+func (s *SchemaSQL) DropRotated(ctx context.Context, r *Runner) error {
+	t := r.Tables()
+	for _, view := range []string{t.Body, t.Outgoing} {
+		if _, err := r.Write(ctx, s.DropView, Args{"view": bun.Ident(view)}); err != nil {
+			return dialect.Wrap(err, "drop "+view)
+		}
+	}
+	if err := s.Drop(ctx, r); err != nil {
+		return err
+	}
+	tables := []bun.Ident{bun.Ident(t.Generations)}
+	for g := range Generations {
+		tables = append(tables, GenTable(t.Body, g), GenTable(t.Outgoing, g))
+	}
+	for _, table := range tables {
+		if _, err := r.Write(ctx, s.DropTable, Args{"table": table}); err != nil {
+			return dialect.Wrap(err, "drop "+string(table))
 		}
 	}
 	return nil
