@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -139,6 +140,13 @@ type ledgerProducer struct {
 	// acked are the ids of the messages whose transaction's commit
 	// returned nil: what the application was told is committed.
 	acked []string
+
+	// sent, when set, counts the messages committed (each on every queue),
+	// for a case that paces its producers by the consumer's progress; held,
+	// when set, says the consumer is behind: run waits instead of
+	// committing, until it has caught up.
+	sent *atomic.Int64
+	held func() bool
 }
 
 // newLedgerProducer owns the keys k with k % producers == slot.
@@ -153,6 +161,10 @@ func newLedgerProducer(ob *Outbox, db *bun.DB, prefix string, slot, producers in
 // run commits until ctx ends, tolerating its own errors.
 func (p *ledgerProducer) run(ctx context.Context, pause time.Duration) {
 	for ctx.Err() == nil {
+		if p.held != nil && p.held() {
+			time.Sleep(pause)
+			continue
+		}
 		wait := pause
 		if p.step(ctx) != nil {
 			wait += 20 * time.Millisecond // e.g. a killed connection: not in a busy loop
@@ -200,6 +212,9 @@ func (p *ledgerProducer) step(ctx context.Context) error {
 		p.committed++
 		p.messages += m
 		p.acked = append(p.acked, ids...)
+		if p.sent != nil {
+			p.sent.Add(int64(len(ids)))
+		}
 	case errors.Is(err, errRollback):
 		p.rolledBack++
 		return nil
