@@ -224,27 +224,5 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	}
 	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body"), "a second run changes nothing")
 
-	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
-	require.NoError(t, err)
-	require.Equal(t, int64(3), res.FirstSeq, "numbering goes on")
-	msgs, err := d.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: db, PartitionID: 1, AfterSeq: 1, Limit: 10})
-	require.NoError(t, err)
-	require.Len(t, msgs, 2)
-	require.Equal(t, []byte{'a' + 2}, msgs[0].Payload)
-	require.Equal(t, []byte{'a' + 3}, msgs[1].Payload)
-
-	rot, err := d.TableRotate(ctx, rotateParams)
-	require.NoError(t, err)
-	require.True(t, rot.Switched)
-	rot, err = d.TableRotate(ctx, rotateParams)
-	require.NoError(t, err)
-	require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, rot.Refused)
-	exec("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor"))
-	rot, err = d.TableRotate(ctx, rotateParams)
-	require.NoError(t, err)
-	require.Equal(t, []int{0}, rot.Truncated)
-	require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
-	var pruned int64
-	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
-	require.Equal(t, int64(3), pruned)
+	rotatetest.UpgradedGoesOn(t, db, d, d, prefix, rotateParams)
 }

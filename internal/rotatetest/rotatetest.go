@@ -5,6 +5,7 @@
 package rotatetest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,4 +49,43 @@ func GenStates(t *testing.T, db *bun.DB, prefix string) []string {
 	var out []string
 	require.NoError(t, db.NewRaw("SELECT state FROM ? ORDER BY gen", bun.Ident(prefix+"generations")).Scan(t.Context(), &out))
 	return out
+}
+
+// UpgradedGoesOn checks that the pipeline goes on from where release
+// tables left it, once migrated to generations: partition 1 with seq 1
+// acked, seq 2 sequenced and a third message incoming, bodies 'b', 'c',
+// 'd' (the migration tests of each dialect write them). The unmoved
+// message is moved with the next seq, the unacked ones are read, and once
+// all are acked generation 0 is truncated and pruned_seq says so. r
+// rotates d's tables; params make the current generation always due.
+func UpgradedGoesOn(t *testing.T, db *bun.DB, d dialect.Dialect, r interface {
+	TableRotate(context.Context, *dialect.TableRotateParams) (dialect.TableRotateResult, error)
+}, prefix string, params *dialect.TableRotateParams) {
+	t.Helper()
+	ctx := t.Context()
+	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), res.FirstSeq, "numbering goes on")
+	msgs, err := d.OutgoingList(ctx, &dialect.OutgoingListParams{Conn: db, PartitionID: 1, AfterSeq: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, msgs, 2)
+	require.Equal(t, []byte{'a' + 2}, msgs[0].Payload)
+	require.Equal(t, []byte{'a' + 3}, msgs[1].Payload)
+
+	rot, err := r.TableRotate(ctx, params)
+	require.NoError(t, err)
+	require.True(t, rot.Switched)
+	rot, err = r.TableRotate(ctx, params)
+	require.NoError(t, err)
+	require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, rot.Refused)
+	_, err = db.NewRaw("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor")).Exec(ctx)
+	require.NoError(t, err)
+	rot, err = r.TableRotate(ctx, params)
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, rot.Truncated)
+	require.Zero(t, Count(t, db, prefix+"body"))
+	require.Zero(t, Count(t, db, prefix+"outgoing"))
+	var pruned int64
+	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
+	require.Equal(t, int64(3), pruned)
 }
