@@ -50,9 +50,10 @@ type mysqlDialect struct {
 	*kit.Runner
 	// lease takes one partition's lease: UPDATE, then read the row back
 	// (MySQL has no UPDATE … RETURNING), in the caller's transaction.
-	lease kit.LeaseFunc
-	gens  kit.GenCache   // the generation new messages go to (rotate.go)
-	stall kit.StallWatch // whether a pinned generation drains (rotate.go)
+	lease   kit.LeaseFunc
+	rotates bool           // MariaDB: the message tables rotate (rotate.go)
+	gens    kit.GenCache   // the generation new messages go to (rotate.go)
+	stall   kit.StallWatch // whether a pinned generation drains (rotate.go)
 	// onRotate is a test's hook into a truncation (rotateHook); nil.
 	onRotate func(ctx context.Context, stage string, conn bun.Conn) error
 }
@@ -87,6 +88,9 @@ type server struct {
 	packet int64
 	// readCommitted: the connections already default to READ COMMITTED.
 	readCommitted bool
+	// mariaDB: the server is MariaDB, whose SET STATEMENT bounds the
+	// rotator's lock wait (rotate.go); on MySQL the tables do not rotate.
+	mariaDB bool
 }
 
 // New checks the server version and reads max_allowed_packet, which bounds
@@ -119,7 +123,7 @@ func New(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, error
 	if err := probe.Query(ctx, db, isolation, nil, &level); err != nil {
 		return nil, readErr(err, "reading its isolation level")
 	}
-	return newDialect(db, prefix, server{packet: packet, readCommitted: strings.EqualFold(level, "READ-COMMITTED")})
+	return newDialect(db, prefix, server{packet: packet, readCommitted: strings.EqualFold(level, "READ-COMMITTED"), mariaDB: mariaDB})
 }
 
 // newDialect builds the dialect for what the probes found, without
@@ -145,7 +149,7 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mysqlDialect{Runner: r, lease: kit.LeaseThenRead(r, leaseSQL.Lease, leaseSQL.State)}, nil
+	return &mysqlDialect{Runner: r, lease: kit.LeaseThenRead(r, leaseSQL.Lease, leaseSQL.State), rotates: srv.mariaDB}, nil
 }
 
 // txOptions: READ COMMITTED for every outbox transaction, because under

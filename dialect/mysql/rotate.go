@@ -159,8 +159,14 @@ func (d *mysqlDialect) rotation() *kit.Rotation {
 		Turn: d.rotateTurn, Truncate: d.truncateGen}
 }
 
-// TableRotate runs one round of the rotation; see vacuum.Rotator.
+// TableRotate runs one round of the rotation; see vacuum.Rotator. On
+// MySQL, which is not supported (mysql.go) and has no SET STATEMENT to
+// bound the lock's wait, it does nothing: every message stays in
+// generation 0 and is pruned row by row, as with rotation off.
 func (d *mysqlDialect) TableRotate(ctx context.Context, p *dialect.TableRotateParams) (dialect.TableRotateResult, error) {
+	if !d.rotates {
+		return dialect.TableRotateResult{}, nil
+	}
 	return d.rotation().Round(ctx, p)
 }
 
