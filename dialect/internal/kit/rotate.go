@@ -63,8 +63,11 @@ type GenCache struct {
 // Current is the cached generation. When it is older than genRefresh it
 // starts one read (current, on the database) in the background: the
 // caller's enqueue never waits for it and runs no extra statement in its
-// transaction.
+// transaction. The value returned is the one cached before that read
+// began, whatever the scheduler does: a process that has not read the
+// generation yet writes 0, which the stale-writer tests rely on.
 func (g *GenCache) Current(r *Runner, current *Stmt) int16 {
+	gen := int16(g.gen.Load())
 	if time.Since(time.Unix(0, g.at.Load())) > genRefresh && g.refreshing.CompareAndSwap(false, true) {
 		g.mu.Lock()
 		v := g.version
@@ -79,7 +82,7 @@ func (g *GenCache) Current(r *Runner, current *Stmt) int16 {
 			}
 		}()
 	}
-	return int16(g.gen.Load())
+	return gen
 }
 
 // Set records gen as current, read now.
