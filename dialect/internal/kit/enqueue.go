@@ -16,8 +16,8 @@ type InsertSQL struct {
 	Bodies *Stmt
 	// Incoming inserts ?rows (?pid, ?id) into incoming.
 	Incoming *Stmt
-	// PerGen: Bodies names the generation's body table, ?body (MariaDB;
-	// GenTable). Unset where the database routes the rows by ?gen.
+	// PerGen: Bodies names the generation's body table, ?body (MariaDB,
+	// SQLite; GenTable). Unset where the database routes the rows by ?gen.
 	PerGen bool
 }
 

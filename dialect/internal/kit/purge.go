@@ -45,8 +45,8 @@ type PurgeSQL struct {
 	// snapshot sees the count changed (PostgreSQL).
 	CountPurge *Stmt
 	// PerGen: DeleteBodies and BlankBodies name one generation's body
-	// table, ?body, and Tombstone its outgoing table, ?outgoing (MariaDB;
-	// GenTable), so each runs once per generation. A row is in one
+	// table, ?body, and Tombstone its outgoing table, ?outgoing (MariaDB,
+	// SQLite; GenTable), so each runs once per generation. A row is in one
 	// generation; the others' probes find nothing. Unset where one
 	// statement reaches them all.
 	PerGen bool

@@ -22,7 +22,7 @@ type WriteSQL struct {
 	// DeleteArg renders the moved rows as DeleteIncoming's ?moved.
 	DeleteArg func(rows []MovedRow) any
 	// PerGen: InsertOutgoing names the generation's outgoing table,
-	// ?outgoing (MariaDB; GenTable), so the rows are inserted once per
+	// ?outgoing (MariaDB, SQLite; GenTable), so the rows are inserted once per
 	// generation of their bodies, in practice one. Unset where the
 	// database routes the rows by ?gen.
 	PerGen bool
