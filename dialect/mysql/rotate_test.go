@@ -188,12 +188,7 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 		require.NoError(t, err)
 	}
 	id := func(i byte) []byte { id := dialect.MessageID{i}; return id[:] }
-	for _, q := range stmts {
-		exec(q)
-	}
-	for v := 1; v <= 10; v++ {
-		exec("INSERT INTO ? (version) VALUES (?)", bun.Ident(prefix+"schema_version"), v)
-	}
+	rotatetest.Release(t, db, prefix, stmts, 10)
 	// Release 10's rows: seq 1 acked, seq 2 sequenced, one message incoming.
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 1)", bun.Ident(prefix+"processor"))

@@ -72,12 +72,7 @@ func TestMigrateRotationFromVersion9(t *testing.T) {
 		require.NoError(t, err)
 	}
 	id := func(i byte) []byte { id := dialect.MessageID{i}; return id[:] }
-	for _, q := range stmts {
-		exec(q)
-	}
-	for v := 1; v <= 9; v++ {
-		exec("INSERT INTO ? (version) VALUES (?)", bun.Ident(prefix+"schema_version"), v)
-	}
+	rotatetest.Release(t, db, prefix, stmts, 9)
 	// Release 9's rows: seq 1 acked, seq 2 sequenced, one message incoming.
 	const now = "strftime('%Y-%m-%d %H:%M:%f', 'now')"
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0)", bun.Ident(prefix+"partitions"))

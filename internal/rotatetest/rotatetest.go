@@ -89,3 +89,19 @@ func UpgradedGoesOn(t *testing.T, db *bun.DB, d dialect.Dialect, r interface {
 	require.NoError(t, db.NewRaw("SELECT pruned_seq FROM ?", bun.Ident(prefix+"vacuum_counter")).Scan(ctx, &pruned))
 	require.Equal(t, int64(3), pruned)
 }
+
+// Release makes prefix's tables as a release that had only the first
+// version migrations left them: stmts are those migrations rendered (with
+// the bootstrap), run here, and the versions 1..version recorded.
+func Release(t *testing.T, db *bun.DB, prefix string, stmts []string, version int) {
+	t.Helper()
+	ctx := t.Context()
+	for _, q := range stmts {
+		_, err := db.ExecContext(ctx, q)
+		require.NoError(t, err)
+	}
+	for v := 1; v <= version; v++ {
+		_, err := db.ExecContext(ctx, "INSERT INTO ? (version) VALUES (?)", bun.Ident(prefix+"schema_version"), v)
+		require.NoError(t, err)
+	}
+}

@@ -278,23 +278,42 @@ func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []Moved
 			return err
 		}
 	} else {
-		// Stable, so that each generation's rows keep their order.
-		byGen := slices.Clone(rows)
-		slices.SortStableFunc(byGen, func(a, b MovedRow) int { return cmp.Compare(a.Gen, b.Gen) })
-		for start := 0; start < len(byGen); {
-			end := start + 1
-			for end < len(byGen) && byGen[end].Gen == byGen[start].Gen {
-				end++
+		gens := rowGens(rows)
+		for _, gen := range gens {
+			part := rows // in practice every row is in one generation: no copy
+			if len(gens) > 1 {
+				part = rowsOf(rows, gen)
 			}
-			table := GenTable(r.Tables().Outgoing, int(byGen[start].Gen))
-			if err := s.insert(ctx, r, tx, byGen[start:end], Args{"outgoing": table}); err != nil {
+			if err := s.insert(ctx, r, tx, part, Args{"outgoing": GenTable(r.Tables().Outgoing, int(gen))}); err != nil {
 				return err
 			}
-			start = end
 		}
 	}
 	_, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"moved": s.DeleteArg(rows)})
 	return err
+}
+
+// rowGens lists the generations of rows' bodies, ascending, once each.
+func rowGens(rows []MovedRow) []int16 {
+	gens := make([]int16, 0, Generations)
+	for _, r := range rows {
+		if !slices.Contains(gens, r.Gen) {
+			gens = append(gens, r.Gen)
+		}
+	}
+	slices.Sort(gens)
+	return gens
+}
+
+// rowsOf is the rows of generation gen, in their order.
+func rowsOf(rows []MovedRow, gen int16) []MovedRow {
+	var out []MovedRow
+	for _, r := range rows {
+		if r.Gen == gen {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // insert runs InsertOutgoing for rows, with args besides ?rows.
