@@ -193,8 +193,9 @@ func (b *Builder) PollInterval(d time.Duration) *Builder { b.cfg.Processor.PollI
 // bytes). Defaults to host-pid-random.
 func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; return b }
 
-// SequencerWorkers sets how many partitions are sequenced at once.
-// Defaults to the database's measured best: 4 on PostgreSQL, 2 on
+// SequencerWorkers sets how many moves run at once, each of up to 32
+// waiting partitions.
+// Defaults to the database's measured best: 2 on PostgreSQL and
 // MySQL/MariaDB, 1 on SQLite.
 func (b *Builder) SequencerWorkers(n int) *Builder { b.cfg.Sequencer.Workers = n; return b }
 

@@ -279,9 +279,16 @@ type Limits struct {
 
 // Tuning holds per-database defaults, measured on 2 cores (BENCHMARKS.md).
 type Tuning struct {
-	// SequencerWorkers: 4 on PostgreSQL (p50 latency at 1k msgs/s 6 ms vs
-	// 9.5 ms with 2), 2 on MySQL/MariaDB (20-40% more sustained throughput
-	// than 4), 1 with a single writer, where more workers only queue.
+	// SequencerWorkers: 2 on the servers, 1 with a single writer, where
+	// more workers only queue. With many partitions some are always dirty,
+	// so every worker is always moving and the sequencer's share of a
+	// saturated server grows with their number, not with its work: 4 on
+	// PostgreSQL at 1,024 partitions delivered 24.5-25.2k msgs/s against
+	// 30.9-32.1k with 2, whose moves carry twice the rows per partition;
+	// at 16 partitions and at 1k msgs/s the two were the same (a move
+	// takes every waiting partition, up to MovePartitions). MariaDB: 20-40%
+	// more sustained throughput than 4 (BENCHMARKS.md, "Sequencer workers
+	// per database").
 	SequencerWorkers int
 	// VacuumWorkers is how many partitions a sweep prunes at once: one
 	// sweeping connection gets too small a share of a busy server to keep

@@ -37,9 +37,9 @@ const (
 
 // Config tunes the sequencer.
 type Config struct {
-	// Workers is how many partitions are sequenced at once. One loop bounds
-	// both throughput and latency. Defaults to the database's measured
-	// default (dialect.Tuning: 4 on PostgreSQL, 2 on MySQL/MariaDB, 1 on
+	// Workers is how many moves run at once (each of up to MovePartitions
+	// partitions). Defaults to the database's measured
+	// default (dialect.Tuning: 2 on PostgreSQL and MySQL/MariaDB, 1 on
 	// SQLite; BENCHMARKS.md, "Figures behind design choices", "Sequencer
 	// workers per database"), or WorkersDefault where none is known.
 	Workers int

@@ -327,10 +327,13 @@ func (c Config) rotateRound() time.Duration {
 // the tables rather than let the prune start and stop again meanwhile.
 const rotateHoldMargin = 30 * time.Second
 
-// rotate runs a round of the store's rotation every rotateRound until ctx
-// ends; failures are logged and tried again next round. Each round that
-// keeps up holds the row-by-row prune for a while more, so that the prune
-// resumes by itself if this process stops.
+// rotate runs a round of the store's rotation at once and then every
+// rotateRound until ctx ends; failures are logged and tried again next
+// round. Each round that keeps up holds the row-by-row prune for a while
+// more, so that the prune resumes by itself if this process stops. The
+// first round does not wait: until a round has held it, the prune deletes
+// row by row what the rotation would truncate (on a new schema at 1,024
+// partitions, about a second of database time per sweep).
 func (v *Vacuum) rotate(ctx context.Context, r Rotator) {
 	round := v.cfg.rotateRound()
 	// A pinned generation whose partitions all move is a backlog draining
@@ -345,7 +348,7 @@ func (v *Vacuum) rotate(ctx context.Context, r Rotator) {
 		Hold: 5*round + rotateHoldMargin, LockTimeout: v.cfg.RotateLockTimeout,
 		StallAfter: max(v.cfg.RotateInterval, 0), DrainLimit: drainLimit}
 	pruning := false
-	for lifecycle.Sleep(ctx, round) {
+	for first := true; first || lifecycle.Sleep(ctx, round); first = false {
 		var res dialect.TableRotateResult
 		err := lifecycle.Safely(func() (err error) {
 			params.Now = time.Now()

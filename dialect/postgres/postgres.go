@@ -171,7 +171,7 @@ func New(db *bun.DB, prefix string, opts ...Option) (dialect.Dialect, error) {
 	d.Runner, err = kit.New(kit.Config{
 		DB: db, Prefix: prefix, Name: dialect.Postgres, Features: dialect.MultiProcess,
 		Limits: dialect.Limits{MaxPayloadBytes: 64 << 20, MaxStatementBytes: 256 << 20},
-		Tuning: dialect.Tuning{SequencerWorkers: 4, VacuumWorkers: 4},
+		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
 		Sets:   statementSets, Schema: schema,
 		Bound:          kit.Args{"sync_commit": d.commit.bound()},
 		NumberedParams: true,
