@@ -286,9 +286,9 @@ type Tuning struct {
 	// PostgreSQL at 1,024 partitions delivered 24.5-25.2k msgs/s against
 	// 30.9-32.1k with 2, whose moves carry twice the rows per partition;
 	// at 16 partitions and at 1k msgs/s the two were the same (a move
-	// takes every waiting partition, up to MovePartitions). MariaDB: 20-40%
-	// more sustained throughput than 4 (BENCHMARKS.md, "Sequencer workers
-	// per database").
+	// takes every waiting partition, up to MovePartitions). One falls
+	// behind: a partition with a backlog is moved alone. BENCHMARKS.md,
+	// "PostgreSQL runs two sequencer workers, not four".
 	SequencerWorkers int
 	// VacuumWorkers is how many partitions a sweep prunes at once: one
 	// sweeping connection gets too small a share of a busy server to keep
