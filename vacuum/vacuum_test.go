@@ -195,6 +195,25 @@ func TestRotateRounds(t *testing.T) {
 	require.Empty(t, off.rounds, "rotation off: no round")
 }
 
+// TestRotateFirstRoundAtOnce: the first round runs when Run starts, not a
+// round later, so a new schema's prune is held from the start. The round
+// here is an hour: waiting for it would fail the test's deadline.
+func TestRotateFirstRoundAtOnce(t *testing.T) {
+	t.Parallel()
+	f := &fakeRotator{fakeDialect: &fakeDialect{swept: make(chan int, 1)}, rounds: make(chan *dialect.TableRotateParams, 1)}
+	v := New(f, Config{Interval: time.Hour, RotateInterval: 4 * time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	stopping := make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- v.Run(context.Background(), stopping) }()
+	select {
+	case <-f.rounds:
+	case <-time.After(time.Minute):
+		t.Fatal("no rotation round within a minute of Run; the first waits for the round interval (1h)")
+	}
+	close(stopping)
+	require.NoError(t, <-done)
+}
+
 func TestValidateRotation(t *testing.T) {
 	t.Parallel()
 	ok := Config{RotateInterval: -1, RotateSize: -1}.WithDefaults()
