@@ -193,10 +193,9 @@ func (b *Builder) PollInterval(d time.Duration) *Builder { b.cfg.Processor.PollI
 // bytes). Defaults to host-pid-random.
 func (b *Builder) InstanceID(id string) *Builder { b.cfg.Processor.Owner = id; return b }
 
-// SequencerWorkers sets how many moves run at once, each of up to 32
-// waiting partitions.
-// Defaults to the database's measured best: 2 on PostgreSQL and
-// MySQL/MariaDB, 1 on SQLite.
+// SequencerWorkers sets how many moves run at once, each of up to
+// SequencerMovePartitions waiting partitions. Defaults to the database's
+// measured best: 2 on PostgreSQL and MySQL/MariaDB, 1 on SQLite.
 func (b *Builder) SequencerWorkers(n int) *Builder { b.cfg.Sequencer.Workers = n; return b }
 
 // SequencerBatchSize sets the rows moved per sequencer transaction

@@ -38,10 +38,10 @@ const (
 // Config tunes the sequencer.
 type Config struct {
 	// Workers is how many moves run at once (each of up to MovePartitions
-	// partitions). Defaults to the database's measured
-	// default (dialect.Tuning: 2 on PostgreSQL and MySQL/MariaDB, 1 on
-	// SQLite; BENCHMARKS.md, "Figures behind design choices", "Sequencer
-	// workers per database"), or WorkersDefault where none is known.
+	// partitions). Defaults to the database's measured default
+	// (dialect.Tuning: 2 on PostgreSQL and MySQL/MariaDB, 1 on SQLite;
+	// BENCHMARKS.md, "Figures behind design choices", "Sequencer workers
+	// per database"), or WorkersDefault where none is known.
 	Workers int
 	// BatchSize is the rows moved per transaction. Defaults to 1000.
 	BatchSize int
