@@ -469,8 +469,19 @@ SELECT gen FROM seqbox_generations WHERE state = 'current';
 -- rotations.RotateSQL.State (inlined)
 SELECT g.gen, g.state,
 	COALESCE(g.opened_at < TIMESTAMPADD(MICROSECOND, -30000000, UTC_TIMESTAMP(6)), 0) AS old,
-	(SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
-		WHERE t.table_schema = DATABASE() AND t.table_name IN (CONCAT('seqbox_body_g', g.gen), CONCAT('seqbox_outgoing_g', g.gen))) AS size
+	CASE g.gen
+		WHEN 0 THEN (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_body_g0')
+			+ (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_outgoing_g0')
+		WHEN 1 THEN (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_body_g1')
+			+ (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_outgoing_g1')
+		WHEN 2 THEN (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_body_g2')
+			+ (SELECT COALESCE(SUM(t.data_length + t.index_length), 0) FROM information_schema.tables t
+		WHERE t.table_schema = DATABASE() AND t.table_name = 'seqbox_outgoing_g2') END AS size
 FROM seqbox_generations g ORDER BY g.gen;
 
 -- rotations.RotateSQL.Empty (inlined)
