@@ -9,35 +9,59 @@ import (
 	"github.com/seqbox/seqbox/dialect/internal/kit"
 )
 
-// insertSQL writes a chunk as two multi-row statements: the bodies, then
-// the incoming rows in the same order, so that incoming ids (the FIFO
-// order) follow the caller's. ?gen is the generation the process caches
-// (rotate.go): the body goes to that partition of body, and incoming
-// records it for the move, which writes the outgoing row to the same one.
-var insertSQL = kit.InsertSQL{
-	Bodies: kit.Inline(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ?rows`,
-		kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, now(), ?gen)`)),
-	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`,
-		kit.Rows(`(?pid, ?id, ?gen)`)),
+// inserts writes a chunk of messages. Every value is one array per
+// column (enqueueArrays), so that each statement's text is the same for
+// any number of rows: prepared once, never parsed or planned again. A
+// VALUES list of 100 rows cost the server about as much to parse and plan
+// as to insert (BENCHMARKS.md, "Figures behind design choices", "PostgreSQL
+// enqueue prepared"). unnest yields the rows in the caller's order, so
+// incoming ids (the FIFO order) follow it. ?gen is the generation the
+// process caches (rotate.go): the body goes to that partition of body, and
+// incoming records it for the move, which writes the outgoing row to the
+// same one. A caller's transaction of another sql.DB than seqbox's runs
+// them inlined (kit.Runner.prepared).
+type inserts struct {
+	// Bodies and Incoming are the chunk as two statements, bodies first.
+	Bodies   *kit.Stmt
+	Incoming *kit.Stmt
+	// Both writes the bodies and the incoming rows in one round trip: a
+	// data-modifying CTE always runs, referenced or not.
+	Both *kit.Stmt
 }
 
-// insertOne is the chunk written in one statement.
-type insertOne struct {
-	// Insert writes the bodies and the incoming rows in one round trip: a
-	// data-modifying CTE always runs, referenced or not. ?bodies and
-	// ?incoming are insertSQL's rows (kit.BodyRows, kit.IncomingRows).
-	Insert *kit.Stmt
+var insertSQL = inserts{
+	Bodies: kit.Prepare(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint)
+FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]))
+	AS u(id, msg_key, payload_type, payload, headers)`),
+	Incoming: kit.Prepare(`INSERT INTO {incoming} (partition_id, body_id, body_gen)
+SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`),
+	Both: kit.Prepare(`WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
+	SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint)
+	FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]))
+		AS u(id, msg_key, payload_type, payload, headers))
+INSERT INTO {incoming} (partition_id, body_id, body_gen)
+SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`),
 }
 
-var insertOneSQL = insertOne{
-	Insert: kit.Inline(`WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ?bodies)
-INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?incoming`,
-		kit.List{Name: "bodies", Item: `(?id, ?key, ?payload_type, ?payload, ?headers, now(), ?gen)`, Sep: ", "},
-		kit.List{Name: "incoming", Item: `(?pid, ?id, ?gen)`, Sep: ", "}),
+// enqueueArrays is a chunk's values as the statements of inserts take
+// them: one array per column, and the generation.
+func enqueueArrays(rows []dialect.MessageRow, gen int16) kit.Args {
+	ids, keys, types, payloads, headers := make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
+	pids := make([]int64, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		ids[i], types[i], payloads[i], headers[i], pids[i] = r.ID[:], []byte(r.PayloadType), r.Payload, r.Headers, r.PartitionID
+		if r.Key != "" {
+			keys[i] = []byte(r.Key)
+		}
+	}
+	return kit.Args{"ids": kit.PGByteaArray(ids), "keys": kit.PGByteaArray(keys), "types": kit.PGTextArray(types),
+		"payloads": kit.PGByteaArray(payloads), "headers": kit.PGTextArray(headers), "pids": kit.PGArray(pids), "gen": gen}
 }
 
 // cteInsertMaxRows is the largest chunk written as one statement
-// (insertOneSQL). The CTE wins at small chunks, where the round trip it
+// (inserts.Both). The CTE wins at small chunks, where the round trip it
 // saves is what costs, and loses at large ones, where the two plain
 // INSERTs cost the server less per row (BENCHMARKS.md, "Figures behind
 // design choices", "PostgreSQL insert shape").
@@ -49,12 +73,17 @@ const cteInsertMaxRows = 49
 // one is safe (rotate.go).
 func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
 	gen := d.gens.Current(d.Runner, rotateSQL.Current)
-	two := insertSQL.InsertGen(d.Runner, gen)
 	return kit.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		if len(rows) > cteInsertMaxRows {
-			return two(ctx, conn, rows)
+		args := enqueueArrays(rows, gen)
+		if len(rows) <= cteInsertMaxRows {
+			_, err := d.Exec(ctx, conn, insertSQL.Both, args)
+			return err
 		}
-		_, err := d.Exec(ctx, conn, insertOneSQL.Insert, kit.Args{"bodies": kit.BodyRowsGen(rows, gen), "incoming": kit.IncomingRowsGen(rows, gen)})
+		bodies := kit.Args{"ids": args["ids"], "keys": args["keys"], "types": args["types"], "payloads": args["payloads"], "headers": args["headers"], "gen": gen}
+		if _, err := d.Exec(ctx, conn, insertSQL.Bodies, bodies); err != nil {
+			return err
+		}
+		_, err := d.Exec(ctx, conn, insertSQL.Incoming, kit.Args{"pids": args["pids"], "ids": args["ids"], "gen": gen})
 		return err
 	})
 }

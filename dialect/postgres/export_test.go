@@ -108,3 +108,15 @@ func PreparedStatements(d dialect.Dialect) map[string]string {
 	}
 	return out
 }
+
+// MoveLock runs the several-partition move's lock of pids on conn, in a
+// transaction the caller began there, and returns how many it locked.
+func MoveLock(ctx context.Context, d dialect.Dialect, conn bun.Conn, pids []int64) (int, error) {
+	var locks []struct {
+		ID    int64 `bun:"id"`
+		Bound int64 `bun:"bound"`
+		XMin  int64 `bun:"xmin"`
+	}
+	err := d.(*pgDialect).Query(ctx, conn, moveSQL.ManyLock, kit.Args{"pids": kit.PGArray(pids)}, &locks)
+	return len(locks), err
+}

@@ -140,7 +140,7 @@ func WithSynchronousCommit(mode SynchronousCommit) Option {
 var statementSets = []any{
 	schemaSQL, migrateLockSQL,
 	registerSQL,
-	insertSQL, insertOneSQL, pendingSQL,
+	insertSQL, pendingSQL,
 	dedupSQL,
 	moveSQL, writeSQL,
 	processorSQL, leaseSQL,

@@ -52,6 +52,21 @@ import (
 // partition on each move, where a plain index scan marks those index
 // entries dead once and skips them afterwards (BENCHMARKS.md, "Figures
 // behind design choices", "PostgreSQL move with bitmap scans off").
+//
+// The statements after the lock are prepared, and the lock sets their
+// plans for the rest of the transaction: generic (plan_cache_mode), so a
+// move is neither parsed nor planned again, and without sequential scans
+// (enable_seqscan). Parsing and planning had cost about as much server
+// time as running them; but a generic plan is kept until something
+// invalidates it, and one made while a table was small may scan it whole
+// for the rest of the connection's life: a DELETE by ctid planned as a
+// sequential scan of incoming took 0.5–0.8 s per move. With sequential
+// scans off every plan probes an index or a ctid, whatever the table held
+// when it was made (TestMoveGenericPlansScanNoTable; BENCHMARKS.md,
+// "Figures behind design choices", "The move prepared"). The lock itself is
+// inlined, planned on every call: its settings reach only the statements
+// after it.
+//
 // Partition rows are locked FOR NO KEY UPDATE: it does not conflict with
 // the KEY SHARE a foreign key takes, and is all a non-key UPDATE needs;
 // SKIP LOCKED passes over a partition another sequencer is moving.
@@ -65,10 +80,10 @@ type moves struct {
 
 	// Lock, Select and Update are the one-partition move as several
 	// simple statements. Lock locks partition ?pid's row and reads its
-	// bound and the snapshot's xmin as bigints; its two always-true
-	// set_config conditions turn bitmap scans off and set seqbox's
-	// synchronous_commit for the move's transaction at no extra round trip
-	// (see above).
+	// bound and the snapshot's xmin as bigints; its always-true
+	// set_config conditions turn bitmap and sequential scans off, make the
+	// plans generic and set seqbox's synchronous_commit for the move's
+	// transaction at no extra round trip (see above).
 	// Select reads up to ?limit rows from ?bound, each with its ctid (the
 	// delete's key, stable under the partition lock) and the partition's
 	// last seq handed out (top; see above); Update sets the new ?bound,
@@ -106,6 +121,8 @@ WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= p
 FROM {partitions}
 WHERE id = ?pid
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('enable_seqscan', 'off', true) = 'off'
+	AND set_config('plan_cache_mode', 'force_generic_plan', true) = 'force_generic_plan'
 	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED`),
 	// top is an InitPlan, run once whatever the number of rows. The order
@@ -113,19 +130,21 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// output column, which the index does not order, and every move read
 	// and sorted the partition's whole backlog from the bound (23 ms for
 	// 20,000 rows, against 0.06 ms for the first 100 by index).
-	Select: kit.Inline(`SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
+	Select: kit.Prepare(`SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top
 FROM {incoming} i
-WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(?bound AS text) AS xid8)
+WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8)
 ORDER BY i.xid, i.id LIMIT ?limit`),
-	Update: kit.Inline(`UPDATE {partitions} SET incoming_xid = CAST(CAST(?bound AS text) AS xid8) WHERE id = ?pid`),
+	Update: kit.Prepare(`UPDATE {partitions} SET incoming_xid = CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8) WHERE id = ?pid`),
 
 	ManyLock: kit.Inline(`SELECT id, (incoming_xid::text)::bigint AS bound,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM {partitions}
 WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('enable_seqscan', 'off', true) = 'off'
+	AND set_config('plan_cache_mode', 'force_generic_plan', true) = 'force_generic_plan'
 	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
 	// Each partition's top (t) and its head of line from its own bound
@@ -135,7 +154,7 @@ ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
 	// row, its top NULL: that move fails (errNoProcessor). m orders by
 	// the table's columns: a bare "ORDER BY xid" names the bigint output
 	// column, and the index no longer gives that order (see Select).
-	ManySelect: kit.Inline(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
+	ManySelect: kit.Prepare(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
@@ -144,7 +163,7 @@ CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.
 	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
 	ORDER BY i.xid, i.id LIMIT ?limit) m
 ORDER BY r.pid, m.xid, m.id`),
-	ManyUpdate: kit.Inline(`UPDATE {partitions} p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
+	ManyUpdate: kit.Prepare(`UPDATE {partitions} p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
 FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, bound)
 WHERE p.id = u.pid`),
 }
@@ -154,8 +173,14 @@ WHERE p.id = u.pid`),
 // generation's bodies and outgoing rows are truncated together
 // (docs/ROTATION.md).
 var writeSQL = kit.WriteSQL{
-	InsertOutgoing: kit.Inline(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at, gen) VALUES ?rows`,
-		kit.Rows(`(?pid, ?seq, ?body_id, now(), ?gen)`)),
+	// One array per column: the statement's text is the same for any
+	// number of rows, so it is prepared once (a VALUES list was parsed and
+	// planned on every move, as much as the insert itself; BENCHMARKS.md,
+	// "Figures behind design choices", "The move prepared").
+	InsertOutgoing: kit.Prepare(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at, gen)
+SELECT u.pid, u.seq, u.body_id, now(), u.gen
+FROM unnest(CAST(?pids AS bigint[]), CAST(?seqs AS bigint[]), CAST(?body_ids AS bytea[]), CAST(?gens AS smallint[])) AS u(pid, seq, body_id, gen)`),
+	InsertArgs: outgoingArrays,
 	// By ctid, read under the partition lock, which makes it stable: only
 	// the lock holder deletes a partition's rows and nothing updates them.
 	// A join of the ids to the primary key was planned, once autovacuum's
@@ -165,8 +190,18 @@ var writeSQL = kit.WriteSQL{
 	// depend on statistics"; BENCHMARKS.md, "Figures behind design
 	// choices", "PostgreSQL move deletes by ctid"). A TID scan, whatever
 	// the statistics say.
-	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE ctid = ANY(CAST(?moved AS tid[]))`),
+	DeleteIncoming: kit.Prepare(`DELETE FROM {incoming} WHERE ctid = ANY(CAST(?moved AS tid[]))`),
 	DeleteArg:      tidArray,
+}
+
+// outgoingArrays is InsertOutgoing's rows, one array per column.
+func outgoingArrays(rows []kit.MovedRow) kit.Args {
+	pids, seqs, gens := make([]int64, len(rows)), make([]int64, len(rows)), make([]int64, len(rows))
+	ids := make([][]byte, len(rows))
+	for i, r := range rows {
+		pids[i], seqs[i], ids[i], gens[i] = r.PartitionID, r.Seq, r.BodyID, int64(r.Gen)
+	}
+	return kit.Args{"pids": kit.PGArray(pids), "seqs": kit.PGArray(seqs), "body_ids": kit.PGByteaArray(ids), "gens": kit.PGArray(gens)}
 }
 
 // tidArray renders the moved rows' ctids as one tid[] value,

@@ -111,12 +111,11 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 			specs = append(specs, spec)
 		}
 	}
-	if !cfg.ProducerOnly {
-		// Prepared now, while Start holds no connection: a statement first
-		// run inside a transaction is then never prepared for that one run.
-		if err := retryTransient(ctx, d, cfg.Logger, "prepare statements", func() error { return d.Prepare(ctx) }); err != nil {
-			return nil, err
-		}
+	// Prepared now, while Start holds no connection: a statement first run
+	// inside a transaction is then never prepared for that one run. A
+	// producer-only outbox too: PostgreSQL's enqueue is prepared.
+	if err := retryTransient(ctx, d, cfg.Logger, "prepare statements", func() error { return d.Prepare(ctx) }); err != nil {
+		return nil, err
 	}
 	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
 	o.procs = NewPool(d, cfg.Processor, specs)

@@ -32,15 +32,29 @@ INSERT INTO seqbox_processor (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHI
 -- RegisterSQL.InsertVacuumCounters (inlined)
 INSERT INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
 
--- InsertSQL.Bodies (inlined)
-INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1);
+-- inserts.Bodies (prepared)
+-- prepared as: INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint) FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[])) AS u(id, msg_key, payload_type, payload, headers)
+-- parameters: gen, ids, keys, types, payloads, headers
+INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen)
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
+FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
+	AS u(id, msg_key, payload_type, payload, headers);
 
--- InsertSQL.Incoming (inlined)
-INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, '\x019b3c7f', 1), (7, '\x019b3c7f', 1);
+-- inserts.Incoming (prepared)
+-- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($2 AS bigint[]), CAST($3 AS bytea[])) AS u(pid, id)
+-- parameters: gen, pids, ids
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
+SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
 
--- insertOne.Insert (inlined)
-WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) VALUES ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1), ('\x019b3c7f', '\x637573746f6d65722d3432', 'order.created', '\x7b226f72646572223a34327d', '{"tenant":"acme"}', now(), 1))
-INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, '\x019b3c7f', 1), (7, '\x019b3c7f', 1);
+-- inserts.Both (prepared)
+-- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint) FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[])) AS u(id, msg_key, payload_type, payload, headers)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($7 AS bigint[]), CAST($2 AS bytea[])) AS u(pid, id)
+-- parameters: gen, ids, keys, types, payloads, headers, pids
+WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen)
+	SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
+	FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
+		AS u(id, msg_key, payload_type, payload, headers))
+INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
+SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
 
 -- pending.List (inlined)
 SELECT b.id FROM seqbox_body b
@@ -74,19 +88,25 @@ SELECT (incoming_xid::text)::bigint AS bound,
 FROM seqbox_partitions
 WHERE id = 7
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('enable_seqscan', 'off', true) = 'off'
+	AND set_config('plan_cache_mode', 'force_generic_plan', true) = 'force_generic_plan'
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 FOR NO KEY UPDATE SKIP LOCKED;
 
--- moves.Select (inlined)
+-- moves.Select (prepared)
+-- prepared as: SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= CAST(CAST(CAST($2 AS bigint) AS text) AS xid8) ORDER BY i.xid, i.id LIMIT $3
+-- parameters: pid, bound, limit
 SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top
 FROM seqbox_incoming i
-WHERE i.partition_id = 7 AND i.xid >= CAST(CAST(1201 AS text) AS xid8)
+WHERE i.partition_id = 7 AND i.xid >= CAST(CAST(CAST(1201 AS bigint) AS text) AS xid8)
 ORDER BY i.xid, i.id LIMIT 100;
 
--- moves.Update (inlined)
-UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(1201 AS text) AS xid8) WHERE id = 7;
+-- moves.Update (prepared)
+-- prepared as: UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(CAST($1 AS bigint) AS text) AS xid8) WHERE id = $2
+-- parameters: bound, pid
+UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(CAST(1201 AS bigint) AS text) AS xid8) WHERE id = 7;
 
 -- moves.ManyLock (inlined)
 SELECT id, (incoming_xid::text)::bigint AS bound,
@@ -94,10 +114,14 @@ SELECT id, (incoming_xid::text)::bigint AS bound,
 FROM seqbox_partitions
 WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
+	AND set_config('enable_seqscan', 'off', true) = 'off'
+	AND set_config('plan_cache_mode', 'force_generic_plan', true) = 'force_generic_plan'
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
--- moves.ManySelect (inlined)
+-- moves.ManySelect (prepared)
+-- prepared as: SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[])) AS r(pid, bound) LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8) ORDER BY i.xid, i.id LIMIT $3) m ORDER BY r.pid, m.xid, m.id
+-- parameters: pids, bounds, limit
 SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS r(pid, bound)
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
@@ -108,15 +132,23 @@ CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.
 	ORDER BY i.xid, i.id LIMIT 100) m
 ORDER BY r.pid, m.xid, m.id;
 
--- moves.ManyUpdate (inlined)
+-- moves.ManyUpdate (prepared)
+-- prepared as: UPDATE seqbox_partitions p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[])) AS u(pid, bound) WHERE p.id = u.pid
+-- parameters: pids, bounds
 UPDATE seqbox_partitions p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid, bound)
 WHERE p.id = u.pid;
 
--- WriteSQL.InsertOutgoing (inlined)
-INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) VALUES (7, 42, '\x019b3c7e', now(), 1), (7, 42, '\x019b3c7e', now(), 1);
+-- WriteSQL.InsertOutgoing (prepared)
+-- prepared as: INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) SELECT u.pid, u.seq, u.body_id, now(), u.gen FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bytea[]), CAST($4 AS smallint[])) AS u(pid, seq, body_id, gen)
+-- parameters: pids, seqs, body_ids, gens
+INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen)
+SELECT u.pid, u.seq, u.body_id, now(), u.gen
+FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{0,0}' AS smallint[])) AS u(pid, seq, body_id, gen);
 
--- WriteSQL.DeleteIncoming (inlined)
+-- WriteSQL.DeleteIncoming (prepared)
+-- prepared as: DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST($1 AS tid[]))
+-- parameters: moved
 DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST('{"(0,1)","(0,2)"}' AS tid[]));
 
 -- ProcessorSQL.ReadyList (inlined)

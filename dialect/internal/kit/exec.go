@@ -13,21 +13,19 @@ import (
 
 // Query runs s on conn and scans its rows into dest as bun does.
 func (r *Runner) Query(ctx context.Context, conn bun.IConn, s *Stmt, args Args, dest ...any) error {
-	q, done, err := r.query(ctx, conn, s, args)
+	q, err := r.query(ctx, conn, s, args)
 	if err != nil {
 		return r.Wrap(err)
 	}
-	defer done()
 	return r.Wrap(q.Scan(ctx, dest...))
 }
 
 // Exec runs s on conn.
 func (r *Runner) Exec(ctx context.Context, conn bun.IConn, s *Stmt, args Args) (sql.Result, error) {
-	q, done, err := r.query(ctx, conn, s, args)
+	q, err := r.query(ctx, conn, s, args)
 	if err != nil {
 		return nil, r.Wrap(err)
 	}
-	defer done()
 	res, err := q.Exec(ctx)
 	return res, r.Wrap(err)
 }
@@ -45,20 +43,23 @@ func (r *Runner) Affected(ctx context.Context, conn bun.IConn, s *Stmt, args Arg
 // query is one run of s as a bun query: a prepared statement too goes
 // through bun, so that the database's query hooks (tracing, logging) see
 // it and bun scans its rows.
-func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) (*bun.RawQuery, func(), error) {
+func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) (*bun.RawQuery, error) {
 	c, ok := r.stmts[s]
 	if !ok {
-		return nil, nil, errors.New("seqbox: a statement not among the dialect's sets")
+		return nil, errors.New("seqbox: a statement not among the dialect's sets")
 	}
 	if err := c.check(args); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if s.Mode == Inlined {
-		return r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(args))).Conn(conn), func() {}, nil
+	var stmt *sql.Stmt
+	if s.Mode == Prepared {
+		var err error
+		if stmt, err = r.prepared(ctx, conn, c); err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", c.name, err)
+		}
 	}
-	stmt, done, err := r.prepared(ctx, conn, c)
-	if err != nil {
-		return nil, nil, fmt.Errorf("prepare %s: %w", c.name, err)
+	if stmt == nil {
+		return r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(args))).Conn(conn), nil
 	}
 	values := make([]any, len(c.params))
 	for i, n := range c.params {
@@ -70,7 +71,7 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 		}
 	}
 	// Without values bun passes the text on as it is.
-	return r.cfg.DB.NewRaw(c.preparedText).Conn(stmtConn{stmt: stmt, values: values}), done, nil
+	return r.cfg.DB.NewRaw(c.preparedText).Conn(stmtConn{stmt: stmt, values: values}), nil
 }
 
 // check makes a wrong or missing value an error before anything runs:

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"github.com/uptrace/bun"
 
@@ -30,44 +29,42 @@ func (s stmtConn) QueryRowContext(ctx context.Context, _ string, _ ...any) *sql.
 	return s.stmt.QueryRowContext(ctx, s.values...)
 }
 
-// prepared returns c prepared for conn. On the database it is prepared
-// once and kept until Release. In a transaction, the statement prepared on
-// the database is used on the transaction's connection (database/sql
-// prepares it there once and keeps it); before the database has it, the
-// statement is prepared on the transaction's own connection for this run:
-// preparing on the database would take a second pooled connection, and a
-// caller holding one in a transaction must not wait for another (with
-// every connection held that way, the pool would deadlock). Prepare at
-// start makes that path rare.
-func (r *Runner) prepared(ctx context.Context, conn bun.IConn, c *compiled) (*sql.Stmt, func(), error) {
-	noop := func() {}
+// prepared returns c prepared for conn, or nil where c runs inlined on
+// conn. On the dialect's database it is prepared once and kept until
+// Release. In a transaction of the dialect's sql.DB, the statement
+// prepared on the database is used on the transaction's connection
+// (database/sql prepares it there once and keeps it). Everything else runs
+// inlined, in one round trip:
+//   - a transaction before the database has the statement (Prepare at
+//     start makes that rare): preparing on the database would take a second
+//     pooled connection, and a caller holding one in a transaction must not
+//     wait for another (with every connection held that way, the pool would
+//     deadlock), and preparing on the transaction's connection for one run
+//     costs two more round trips than inlining;
+//   - a caller's transaction or connection of another pool (an enqueue in
+//     the application's own transaction, say): a statement prepared on one
+//     sql.DB cannot run on another's connections;
+//   - a single connection (bun.Conn), which would prepare for one run too.
+func (r *Runner) prepared(ctx context.Context, conn bun.IConn, c *compiled) (*sql.Stmt, error) {
 	switch conn := conn.(type) {
 	case *bun.DB:
-		if conn != r.cfg.DB {
-			return nil, nil, errors.New("a database other than the dialect's")
+		if conn.DB != r.cfg.DB.DB {
+			return nil, nil
 		}
-		stmt, err := r.prepareOnDB(ctx, c)
-		return stmt, noop, err
+		return r.prepareOnDB(ctx, c)
 	case bun.Tx:
+		if conn.NewRaw("").DB().DB != r.cfg.DB.DB {
+			return nil, nil
+		}
 		c.mu.Lock()
 		stmt := c.stmt
 		c.mu.Unlock()
-		if stmt != nil {
-			return conn.Tx.StmtContext(ctx, stmt), noop, nil
+		if stmt == nil {
+			return nil, nil
 		}
-		s, err := conn.Tx.PrepareContext(ctx, c.preparedText)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, func() { _ = s.Close() }, nil
-	case bun.Conn:
-		s, err := conn.Conn.PrepareContext(ctx, c.preparedText)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, func() { _ = s.Close() }, nil
+		return conn.Tx.StmtContext(ctx, stmt), nil
 	}
-	return nil, nil, fmt.Errorf("a %T connection: prepared statements run on the dialect's database or its transactions", conn)
+	return nil, nil
 }
 
 func (r *Runner) prepareOnDB(ctx context.Context, c *compiled) (*sql.Stmt, error) {

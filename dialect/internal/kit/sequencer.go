@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/uptrace/bun"
@@ -14,8 +15,13 @@ import (
 
 // WriteSQL is the end of every move, in its transaction.
 type WriteSQL struct {
-	// InsertOutgoing inserts ?rows (?pid, ?seq, ?body_id), sequenced now.
+	// InsertOutgoing inserts ?rows (?pid, ?seq, ?body_id), sequenced now,
+	// or the values InsertArgs gives.
 	InsertOutgoing *Stmt
+	// InsertArgs, where set, gives InsertOutgoing the rows as a few values
+	// of constant number (PostgreSQL: one array per column), so that the
+	// statement is prepared once instead of parsed and planned per move.
+	InsertArgs func(rows []MovedRow) Args
 	// DeleteIncoming deletes exactly the incoming rows a move read, given
 	// as one value ?moved (DeleteArg).
 	DeleteIncoming *Stmt
@@ -316,13 +322,17 @@ func rowsOf(rows []MovedRow, gen int16) []MovedRow {
 	return out
 }
 
-// insert runs InsertOutgoing for rows, with args besides ?rows.
+// insert runs InsertOutgoing for rows, with args besides the rows'.
 func (s *WriteSQL) insert(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow, args Args) error {
-	items := make([]Item, len(rows))
-	for i := range rows {
-		items[i] = outgoingRow{&rows[i]}
+	if s.InsertArgs != nil {
+		maps.Copy(args, s.InsertArgs(rows))
+	} else {
+		items := make([]Item, len(rows))
+		for i := range rows {
+			items[i] = outgoingRow{&rows[i]}
+		}
+		args["rows"] = items
 	}
-	args["rows"] = items
 	_, err := r.Exec(ctx, tx, s.InsertOutgoing, args)
 	return err
 }

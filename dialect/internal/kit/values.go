@@ -61,6 +61,63 @@ func intArray(ids []int64, open, close byte) string {
 	return string(append(b, close))
 }
 
+// PGByteaArray renders byte strings as one PostgreSQL array value,
+// {"\\x0a0b",NULL,…}, for a CAST(?x AS bytea[]): each in bytea's hex
+// input form, quoted, its backslash escaped; a nil one is NULL.
+func PGByteaArray(vals [][]byte) string {
+	n := 2
+	for _, v := range vals {
+		n += 2*len(v) + 6
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == nil {
+			b = append(b, "NULL"...)
+			continue
+		}
+		b = append(b, `"\\x`...)
+		b = hex.AppendEncode(b, v)
+		b = append(b, '"')
+	}
+	return string(append(b, '}'))
+}
+
+// PGTextArray renders strings as one PostgreSQL array value,
+// {"a","b\"c",NULL}, for a CAST(?x AS text[]): each quoted, its
+// backslashes and double quotes escaped, so that no content (a comma, a
+// brace, a quote, the word NULL) is read as the array's syntax; a nil one
+// is NULL.
+func PGTextArray(vals [][]byte) string {
+	n := 2
+	for _, v := range vals {
+		n += len(v) + 3
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == nil {
+			b = append(b, "NULL"...)
+			continue
+		}
+		b = append(b, '"')
+		for _, c := range v {
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
+		b = append(b, '"')
+	}
+	return string(append(b, '}'))
+}
+
 // HexJSONArray renders byte strings as one JSON array of their hex.
 func HexJSONArray(keys [][]byte) string {
 	b := make([]byte, 0, 2*len(keys)*(2+32))
