@@ -26,13 +26,17 @@ func parkOptions() []processor.QueueOption {
 // failBad is a leased handler that fails payloads starting with "bad"
 // until fixed is set, recording what it delivers.
 func failBad(rec *Recorder, fixed *atomic.Bool) processor.Handler {
-	return processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+	return processor.Leased(failBadFunc(rec, fixed))
+}
+
+func failBadFunc(rec *Recorder, fixed *atomic.Bool) func(ctx context.Context, d processor.Delivery) error {
+	return func(ctx context.Context, d processor.Delivery) error {
 		if strings.HasPrefix(string(d.Payload), "bad") && !fixed.Load() {
 			return errors.New("cannot handle " + string(d.Payload) + " yet")
 		}
 		rec.Add(d.Queue, d.Partition, d.Seq, d.ID)
 		return nil
-	})
+	}
 }
 
 // enqueueAll enqueues one message per payload into a partition, each in
@@ -236,14 +240,31 @@ func testParkTransactional(e *Env) {
 
 // testParkOperatorsRace: two operators skip (or one skips and one
 // resumes) the same parked partition at once: exactly one acts, the other
-// gets ErrNotParked, and the head is dead-lettered at most once.
+// gets ErrNotParked, and the head is dead-lettered at most once. While the
+// operators race, deliveries wait: a resume that wins first would
+// otherwise let the head fail twice more and park again before the skip
+// reads the row, and the skip would then act on a second parking, not on
+// the one it raced for.
 func testParkOperatorsRace(e *Env) {
 	rec := NewRecorder()
 	var fixed atomic.Bool
-	ob := e.Start(e.Builder().Queue("race", 1, failBad(rec, &fixed), parkOptions()...))
+	var hold atomic.Pointer[chan struct{}]
+	bad := failBadFunc(rec, &fixed)
+	ob := e.Start(e.Builder().Queue("race", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+		if h := hold.Load(); h != nil {
+			select {
+			case <-*h:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return bad(ctx, d)
+	}), parkOptions()...))
 	for round := range 3 {
 		ids := enqueueAll(e, ob, "race", 0, "bad", "ok")
 		waitParked(e, ob.Partitions(), "race", 0)
+		held := make(chan struct{})
+		hold.Store(&held)
 		admins := []*seqbox.Partitions{ob.Partitions(), ob.Partitions()}
 		if a, err := partitionsAdmin(e); err == nil {
 			admins[1] = a
@@ -260,6 +281,8 @@ func testParkOperatorsRace(e *Env) {
 			})
 		}
 		wg.Wait()
+		hold.Store(nil)
+		close(held)
 		won := 0
 		for _, err := range errs {
 			if err == nil {

@@ -141,6 +141,16 @@ func startRabbitCluster(ctx context.Context, t *testing.T, n int) *rabbitCluster
 				t.Logf("end of node %s's log:\n%s", nd.name, b)
 			}
 		})
+		if i == 0 && n > 1 {
+			// The others join a node 1 that has finished booting. Booted
+			// together, a joining node could still hold the feature flags
+			// of a new node (user_limits, virtual_host_metadata off) when it
+			// read node 1's tables, shaped by those flags, and refuse to
+			// boot: schema_integrity_check_failed (RabbitMQ 3.10).
+			if err := nd.awaitAMQP(ctx); err != nil {
+				t.Fatalf("the first node did not start: %v", err)
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, n)

@@ -65,25 +65,9 @@ func intArray(ids []int64, open, close byte) string {
 // {"\\x0a0b",NULL,…}, for a CAST(?x AS bytea[]): each in bytea's hex
 // input form, quoted, its backslash escaped; a nil one is NULL.
 func PGByteaArray(vals [][]byte) string {
-	n := 2
-	for _, v := range vals {
-		n += 2*len(v) + 6
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '{')
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if v == nil {
-			b = append(b, "NULL"...)
-			continue
-		}
-		b = append(b, `"\\x`...)
-		b = hex.AppendEncode(b, v)
-		b = append(b, '"')
-	}
-	return string(append(b, '}'))
+	return pgQuotedArray(vals, 5, 2, func(b, v []byte) []byte {
+		return hex.AppendEncode(append(b, `\\x`...), v)
+	})
 }
 
 // PGTextArray renders strings as one PostgreSQL array value,
@@ -92,9 +76,24 @@ func PGByteaArray(vals [][]byte) string {
 // brace, a quote, the word NULL) is read as the array's syntax; a nil one
 // is NULL.
 func PGTextArray(vals [][]byte) string {
+	return pgQuotedArray(vals, 2, 1, func(b, v []byte) []byte {
+		for _, c := range v {
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
+		return b
+	})
+}
+
+// pgQuotedArray renders vals as one array value, each non-nil one in
+// double quotes as elem appends it, a nil one as NULL. Each takes about
+// extra + per*len(v) bytes besides its separator.
+func pgQuotedArray(vals [][]byte, extra, per int, elem func(b, v []byte) []byte) string {
 	n := 2
 	for _, v := range vals {
-		n += len(v) + 3
+		n += per*len(v) + extra + 1
 	}
 	b := make([]byte, 0, n)
 	b = append(b, '{')
@@ -107,12 +106,7 @@ func PGTextArray(vals [][]byte) string {
 			continue
 		}
 		b = append(b, '"')
-		for _, c := range v {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\')
-			}
-			b = append(b, c)
-		}
+		b = elem(b, v)
 		b = append(b, '"')
 	}
 	return string(append(b, '}'))
