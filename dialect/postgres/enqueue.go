@@ -29,19 +29,21 @@ type inserts struct {
 	Both *kit.Stmt
 }
 
-var insertSQL = inserts{
-	Bodies: kit.Prepare(`INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
+// bodiesInsert and incomingInsert are a chunk's two INSERTs; inserts.Both
+// is the one as a data-modifying CTE before the other.
+const (
+	bodiesInsert = `INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
 SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint)
 FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]))
-	AS u(id, msg_key, payload_type, payload, headers)`),
-	Incoming: kit.Prepare(`INSERT INTO {incoming} (partition_id, body_id, body_gen)
-SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`),
-	Both: kit.Prepare(`WITH b AS (INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
-	SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint)
-	FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]))
-		AS u(id, msg_key, payload_type, payload, headers))
-INSERT INTO {incoming} (partition_id, body_id, body_gen)
-SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`),
+	AS u(id, msg_key, payload_type, payload, headers)`
+	incomingInsert = `INSERT INTO {incoming} (partition_id, body_id, body_gen)
+SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`
+)
+
+var insertSQL = inserts{
+	Bodies:   kit.Prepare(bodiesInsert),
+	Incoming: kit.Prepare(incomingInsert),
+	Both:     kit.Prepare("WITH b AS (" + bodiesInsert + ")\n" + incomingInsert),
 }
 
 // enqueueArrays is a chunk's values as the statements of inserts take

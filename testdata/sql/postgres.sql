@@ -50,9 +50,9 @@ SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), C
 -- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint) FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[])) AS u(id, msg_key, payload_type, payload, headers)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($7 AS bigint[]), CAST($2 AS bytea[])) AS u(pid, id)
 -- parameters: gen, ids, keys, types, payloads, headers, pids
 WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen)
-	SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
-	FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
-		AS u(id, msg_key, payload_type, payload, headers))
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
+FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
+	AS u(id, msg_key, payload_type, payload, headers))
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
 SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
 

@@ -53,28 +53,25 @@ func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, inser
 func (s *InsertSQL) Insert(r *Runner) InsertChunk { return s.InsertGen(r, 0) }
 
 // InsertGen is Insert whose rows also give ?gen, the generation they are
-// written to (BodyRowsGen, IncomingRowsGen).
+// written to (bodyRowsGen, incomingRowsGen).
 func (s *InsertSQL) InsertGen(r *Runner, gen int16) InsertChunk {
 	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		args := Args{"rows": BodyRowsGen(rows, gen)}
+		args := Args{"rows": bodyRowsGen(rows, gen)}
 		if s.PerGen {
 			args["body"] = GenTable(r.Tables().Body, int(gen))
 		}
 		if _, err := r.Exec(ctx, conn, s.Bodies, args); err != nil {
 			return err
 		}
-		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": IncomingRowsGen(rows, gen)})
+		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": incomingRowsGen(rows, gen)})
 		return err
 	}
 }
 
-// BodyRows are the items of body rows: ?id ?key ?payload_type ?payload
-// ?headers.
-func BodyRows(rows []dialect.MessageRow) []Item { return BodyRowsGen(rows, 0) }
-
-// BodyRowsGen are BodyRows that also give ?gen, the generation the rows
-// are written to where the dialect rotates its tables (docs/ROTATION.md).
-func BodyRowsGen(rows []dialect.MessageRow, gen int16) []Item {
+// bodyRowsGen are the items of body rows: ?id ?key ?payload_type ?payload
+// ?headers, and ?gen, the generation the rows are written to where the
+// dialect rotates its tables (docs/ROTATION.md).
+func bodyRowsGen(rows []dialect.MessageRow, gen int16) []Item {
 	out := make([]Item, len(rows))
 	for i := range rows {
 		out[i] = bodyRow{&rows[i], gen}
@@ -109,12 +106,9 @@ func (r bodyRow) AppendNamedArg(gen schema.QueryGen, b []byte, name string) ([]b
 	return AppendItem(r, gen, b, name)
 }
 
-// IncomingRows are the items of incoming rows: ?pid ?id.
-func IncomingRows(rows []dialect.MessageRow) []Item { return IncomingRowsGen(rows, 0) }
-
-// IncomingRowsGen are IncomingRows that also give ?gen, the generation of
-// the rows' bodies (BodyRowsGen).
-func IncomingRowsGen(rows []dialect.MessageRow, gen int16) []Item {
+// incomingRowsGen are the items of incoming rows: ?pid ?id, and ?gen, the
+// generation of the rows' bodies (bodyRowsGen).
+func incomingRowsGen(rows []dialect.MessageRow, gen int16) []Item {
 	out := make([]Item, len(rows))
 	for i := range rows {
 		out[i] = incomingRow{&rows[i], gen}

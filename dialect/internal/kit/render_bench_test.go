@@ -46,7 +46,7 @@ func BenchmarkRenderRowsKit(b *testing.B) {
 	c := r.stmts[s.Bodies]
 	buf := make([]byte, 0, 1<<16)
 	for b.Loop() {
-		args := Args{"rows": BodyRows(rows)}
+		args := Args{"rows": bodyRowsGen(rows, 0)}
 		if err := c.check(args); err != nil {
 			b.Fatal(err)
 		}
