@@ -142,14 +142,20 @@ FROM {generations} g ORDER BY g.gen`),
 	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
 WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming),
 	MarkEmpty: kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = UTC_TIMESTAMP(6) WHERE gen = ?gen AND state = 'closed'`),
-	// Assignments run left to right: prune_held_until is read from ?from's
-	// row before that row's state changes, by a join to itself.
-	Switch: kit.Inline(`UPDATE {generations} g JOIN {generations} f ON f.gen = ?from
+	// The pair's two rows are joined in as f and t, each found by its
+	// primary key (read before any row changes): both rows change or
+	// neither (kit.RotateSQL.Switch), and prune_held_until is ?from's as
+	// it was.
+	Switch: kit.Inline(`UPDATE {generations} g
+JOIN {generations} f ON f.gen = ?from AND f.state = 'current'
+JOIN {generations} t ON t.gen = ?to AND t.state = 'empty'
 SET g.state = CASE WHEN g.gen = ?to THEN 'current' ELSE 'closed' END,
 	g.opened_at = CASE WHEN g.gen = ?to THEN UTC_TIMESTAMP(6) ELSE g.opened_at END,
 	g.closed_at = CASE WHEN g.gen = ?from THEN UTC_TIMESTAMP(6) ELSE g.closed_at END,
 	g.prune_held_until = CASE WHEN g.gen = ?to THEN f.prune_held_until END
-WHERE (g.gen = ?from AND g.state = 'current') OR (g.gen = ?to AND g.state = 'empty')`),
+WHERE g.gen IN (?from, ?to)`),
+	Demote: kit.Inline(`UPDATE {generations} SET state = 'closed', closed_at = UTC_TIMESTAMP(6), prune_held_until = NULL
+WHERE state = 'current' AND gen <> ?keep`),
 	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS SIGNED) > 0
 	THEN TIMESTAMPADD(MICROSECOND, ?hold_us, UTC_TIMESTAMP(6)) END
 WHERE state = 'current'`),

@@ -260,3 +260,17 @@ func TestRotateStateLooksUpItsTables(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, 2*kit.Generations, lookups, "one lookup per generation table: %+v", plan)
 }
+
+// TestRotateSwitchAllOrNothing: see rotatetest.SwitchAllOrNothing.
+func TestRotateSwitchAllOrNothing(t *testing.T) {
+	t.Parallel()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
+	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (int64, error) {
+		res, err := d.Exec(t.Context(), db, rotateSQL.Switch, kit.Args{"from": from, "to": to})
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+}

@@ -55,6 +55,7 @@ func TestStatements(t *testing.T) {
 		"rotations.Truncate?table":        bun.Ident("seqbox_outgoing_g1"),
 		"rotations.RotateSQL.Switch?from": 0,
 		"rotations.RotateSQL.Switch?to":   1,
+		"rotations.RotateSQL.Demote?keep": 2,
 	}
 	golden.Statements(t, "mysql", d.Runner, schema.NewQueryGen(mysqldialect.New()), overrides, *update)
 }

@@ -120,3 +120,14 @@ func MoveLock(ctx context.Context, d dialect.Dialect, conn bun.Conn, pids []int6
 	err := d.(*pgDialect).Query(ctx, conn, moveSQL.ManyLock, kit.Args{"pids": kit.PGArray(pids)}, &locks)
 	return len(locks), err
 }
+
+// SwitchGenerations runs d's RotateSQL.Switch from generation from to to
+// and returns the rows it changed.
+func SwitchGenerations(ctx context.Context, d dialect.Dialect, from, to int) (int64, error) {
+	pg := d.(*pgDialect)
+	res, err := pg.Exec(ctx, pg.DB(), rotateSQL.Switch, kit.Args{"from": from, "to": to})
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}

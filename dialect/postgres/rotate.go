@@ -107,11 +107,17 @@ FROM {generations} g ORDER BY g.gen`),
 	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
 WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming),
 	MarkEmpty: kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = now() WHERE gen = ?gen AND state = 'closed'`),
-	Switch: kit.Inline(`UPDATE {generations} SET state = CASE WHEN gen = ?to THEN 'current' ELSE 'closed' END,
-	opened_at = CASE WHEN gen = ?to THEN now() ELSE opened_at END,
-	closed_at = CASE WHEN gen = ?from THEN now() ELSE closed_at END,
-	prune_held_until = CASE WHEN gen = ?to THEN (SELECT prune_held_until FROM {generations} WHERE gen = ?from) END
-WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty')`),
+	// The pair is locked and checked before either row changes: both
+	// rows change or neither (kit.RotateSQL.Switch).
+	Switch: kit.Inline(`WITH pair AS (SELECT gen, prune_held_until FROM {generations}
+	WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty') FOR UPDATE)
+UPDATE {generations} g SET state = CASE WHEN g.gen = ?to THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN g.gen = ?to THEN now() ELSE g.opened_at END,
+	closed_at = CASE WHEN g.gen = ?from THEN now() ELSE g.closed_at END,
+	prune_held_until = CASE WHEN g.gen = ?to THEN (SELECT prune_held_until FROM pair WHERE gen = ?from) END
+FROM pair p WHERE g.gen = p.gen AND (SELECT COUNT(*) FROM pair) = 2`),
+	Demote: kit.Inline(`UPDATE {generations} SET state = 'closed', closed_at = now(), prune_held_until = NULL
+WHERE state = 'current' AND gen <> ?keep`),
 	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS bigint) > 0
 	THEN now() + CAST(?hold_us AS double precision) * interval '1 microsecond' END
 WHERE state = 'current'`),

@@ -189,3 +189,13 @@ func (n planNode) loops(table string) int {
 	}
 	return total
 }
+
+// TestRotateSwitchAllOrNothing: see rotatetest.SwitchAllOrNothing.
+func TestRotateSwitchAllOrNothing(t *testing.T) {
+	t.Parallel()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
+	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (int64, error) {
+		return postgres.SwitchGenerations(t.Context(), d, from, to)
+	})
+}

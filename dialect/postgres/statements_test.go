@@ -94,6 +94,7 @@ func TestStatements(t *testing.T) {
 		"rotations.FloorDelete?rows":      256,
 		"rotations.RotateSQL.Switch?from": 0,
 		"rotations.RotateSQL.Switch?to":   1,
+		"rotations.RotateSQL.Demote?keep": 2,
 	}
 	golden.Statements(t, "postgres", d.Runner, schema.NewQueryGen(pgdialect.New()), overrides, *update)
 }

@@ -106,13 +106,18 @@ WHERE gen = ?gen AND state = 'closed'`),
 	// UPDATE … FROM: SQLite computes every new value from the rows as they
 	// were before the statement, so prune_held_until is ?from's before its
 	// row changes (a sub-select in SET would read the row already updated
-	// when ?from comes first).
+	// when ?from comes first). The FROM is one row only when ?from is
+	// current and ?to empty: both rows change or neither
+	// (kit.RotateSQL.Switch).
 	Switch: kit.Inline(`UPDATE {generations} SET state = CASE WHEN gen = ?to THEN 'current' ELSE 'closed' END,
 	opened_at = CASE WHEN gen = ?to THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE opened_at END,
 	closed_at = CASE WHEN gen = ?from THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE closed_at END,
-	prune_held_until = CASE WHEN gen = ?to THEN f.held END
-FROM (SELECT prune_held_until AS held FROM {generations} WHERE gen = ?from) f
-WHERE (gen = ?from AND state = 'current') OR (gen = ?to AND state = 'empty')`),
+	prune_held_until = CASE WHEN gen = ?to THEN p.held END
+FROM (SELECT f.prune_held_until AS held FROM {generations} f JOIN {generations} t ON t.gen = ?to AND t.state = 'empty'
+	WHERE f.gen = ?from AND f.state = 'current') p
+WHERE gen IN (?from, ?to)`),
+	Demote: kit.Inline(`UPDATE {generations} SET state = 'closed', closed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), prune_held_until = NULL
+WHERE state = 'current' AND gen <> ?keep`),
 	Hold: kit.Inline(`UPDATE {generations} SET prune_held_until = CASE WHEN CAST(?hold_us AS INTEGER) > 0
 	THEN strftime('%Y-%m-%d %H:%M:%f', 'now', (?hold_us / 1000000.0) || ' seconds') END
 WHERE state = 'current'`),

@@ -308,3 +308,17 @@ func planArg(stmt, name string, pids []int64, prefix string) any {
 	}
 	panic("no plan value for ?" + name + " of " + stmt)
 }
+
+// TestRotateSwitchAllOrNothing: see rotatetest.SwitchAllOrNothing.
+func TestRotateSwitchAllOrNothing(t *testing.T) {
+	t.Parallel()
+	db, d, prefix := openRotating(t)
+	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
+	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (int64, error) {
+		res, err := d.Exec(t.Context(), db, rotateSQL.Switch, kit.Args{"from": from, "to": to})
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+}

@@ -45,6 +45,7 @@ func TestStatements(t *testing.T) {
 		"hold_us":                         int64(1_500_000),
 		"rotations.RotateSQL.Switch?from": 0,
 		"rotations.RotateSQL.Switch?to":   1,
+		"rotations.RotateSQL.Demote?keep": 2,
 	}
 	golden.Statements(t, "sqlite", d.(*sqliteDialect).Runner, schema.NewQueryGen(sqlitedialect.New()), overrides, *update)
 }

@@ -407,4 +407,28 @@ func testTableRotate(t *testing.T, open Open) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	})
+
+	t.Run("RepairsTwoCurrentGenerations", func(t *testing.T) {
+		// Two rotators that raced in a release whose switch could change
+		// one row left two current generations; the older one, pinned by
+		// the rows it holds, stopped the rotation for good. A round closes
+		// every current generation but the last, and rotates on.
+		e := newRotateEnv(t, open)
+		pid := e.queue(1)[0]
+		e.sequenced(2, pid)
+		require.Equal(t, []int{0, 0}, e.gens(pid))
+		_, err := e.db.NewRaw("UPDATE ? SET state = 'current' WHERE gen = 2", bun.Ident(e.tb.Generations)).Exec(e.ctx)
+		require.NoError(t, err)
+		res := e.rotate(false)
+		require.Equal(t, 2, res.Current)
+		require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, res.Refused, "closed, and not acked yet")
+		require.Equal(t, []string{"closed", "empty", "current"}, e.states())
+		e.ack(pid, 2)
+		res = e.rotate(true)
+		require.Equal(t, []int{0}, res.Truncated)
+		require.True(t, res.Switched)
+		require.Equal(t, []string{"current", "empty", "closed"}, e.states())
+		e.sequenced(1, pid)
+		require.Equal(t, []int{0}, e.gens(pid), "new messages go to the one current generation")
+	})
 }

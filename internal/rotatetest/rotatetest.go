@@ -7,6 +7,7 @@ package rotatetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/uptrace/bun"
@@ -104,4 +105,45 @@ func Release(t *testing.T, db *bun.DB, prefix string, stmts []string, version in
 		_, err := db.ExecContext(ctx, "INSERT INTO ? (version) VALUES (?)", bun.Ident(prefix+"schema_version"), v)
 		require.NoError(t, err)
 	}
+}
+
+// SwitchAllOrNothing checks a dialect's RotateSQL.Switch (run by sw) on
+// the generations of prefix's fresh tables: from a current generation to
+// an empty one it changes both rows and moves the prune's hold with the
+// current row; where either row is not what the switch expects (a rotator
+// that read the states before another switched them) it changes neither,
+// so that no race leaves two current generations, or none.
+func SwitchAllOrNothing(t *testing.T, db *bun.DB, prefix string, sw func(from, to int) (int64, error)) {
+	t.Helper()
+	gens := bun.Ident(prefix + "generations")
+	set := func(states ...string) {
+		t.Helper()
+		for g, s := range states {
+			_, err := db.NewRaw("UPDATE ? SET state = ? WHERE gen = ?", gens, s, g).Exec(t.Context())
+			require.NoError(t, err)
+		}
+	}
+	run := func(from, to int) int64 {
+		t.Helper()
+		n, err := sw(from, to)
+		require.NoError(t, err)
+		return n
+	}
+	for _, stale := range [][]string{
+		{"closed", "empty", "current"},  // from was switched away: to must not become a second current
+		{"current", "closed", "empty"},  // to is not empty: from must not close, leaving none
+		{"closed", "current", "closed"}, // neither
+	} {
+		set(stale...)
+		require.Zero(t, run(0, 1), "switch 0 -> 1 from %v", stale)
+		require.Equal(t, stale, GenStates(t, db, prefix), "nothing changed")
+	}
+	set("current", "empty", "empty")
+	_, err := db.NewRaw("UPDATE ? SET prune_held_until = ? WHERE gen = 0", gens, time.Now().Add(time.Hour).UTC()).Exec(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, int64(2), run(0, 1))
+	require.Equal(t, []string{"closed", "current", "empty"}, GenStates(t, db, prefix))
+	var held []bool
+	require.NoError(t, db.NewRaw("SELECT prune_held_until IS NOT NULL FROM ? ORDER BY gen", gens).Scan(t.Context(), &held))
+	require.Equal(t, []bool{false, true, false}, held, "the prune's hold moves with the current row")
 }

@@ -496,12 +496,18 @@ WHERE (SELECT o.seq FROM `seqbox_outgoing_g1` o WHERE o.partition_id = pr.partit
 UPDATE seqbox_generations SET state = 'empty', truncated_at = UTC_TIMESTAMP(6) WHERE gen = 1 AND state = 'closed';
 
 -- rotations.RotateSQL.Switch (inlined)
-UPDATE seqbox_generations g JOIN seqbox_generations f ON f.gen = 0
+UPDATE seqbox_generations g
+JOIN seqbox_generations f ON f.gen = 0 AND f.state = 'current'
+JOIN seqbox_generations t ON t.gen = 1 AND t.state = 'empty'
 SET g.state = CASE WHEN g.gen = 1 THEN 'current' ELSE 'closed' END,
 	g.opened_at = CASE WHEN g.gen = 1 THEN UTC_TIMESTAMP(6) ELSE g.opened_at END,
 	g.closed_at = CASE WHEN g.gen = 0 THEN UTC_TIMESTAMP(6) ELSE g.closed_at END,
 	g.prune_held_until = CASE WHEN g.gen = 1 THEN f.prune_held_until END
-WHERE (g.gen = 0 AND g.state = 'current') OR (g.gen = 1 AND g.state = 'empty');
+WHERE g.gen IN (0, 1);
+
+-- rotations.RotateSQL.Demote (inlined)
+UPDATE seqbox_generations SET state = 'closed', closed_at = UTC_TIMESTAMP(6), prune_held_until = NULL
+WHERE state = 'current' AND gen <> 2;
 
 -- rotations.RotateSQL.Hold (inlined)
 UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS SIGNED) > 0

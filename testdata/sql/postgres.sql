@@ -509,11 +509,17 @@ WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partit
 UPDATE seqbox_generations SET state = 'empty', truncated_at = now() WHERE gen = 1 AND state = 'closed';
 
 -- rotations.RotateSQL.Switch (inlined)
-UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
-	opened_at = CASE WHEN gen = 1 THEN now() ELSE opened_at END,
-	closed_at = CASE WHEN gen = 0 THEN now() ELSE closed_at END,
-	prune_held_until = CASE WHEN gen = 1 THEN (SELECT prune_held_until FROM seqbox_generations WHERE gen = 0) END
-WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
+WITH pair AS (SELECT gen, prune_held_until FROM seqbox_generations
+	WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty') FOR UPDATE)
+UPDATE seqbox_generations g SET state = CASE WHEN g.gen = 1 THEN 'current' ELSE 'closed' END,
+	opened_at = CASE WHEN g.gen = 1 THEN now() ELSE g.opened_at END,
+	closed_at = CASE WHEN g.gen = 0 THEN now() ELSE g.closed_at END,
+	prune_held_until = CASE WHEN g.gen = 1 THEN (SELECT prune_held_until FROM pair WHERE gen = 0) END
+FROM pair p WHERE g.gen = p.gen AND (SELECT COUNT(*) FROM pair) = 2;
+
+-- rotations.RotateSQL.Demote (inlined)
+UPDATE seqbox_generations SET state = 'closed', closed_at = now(), prune_held_until = NULL
+WHERE state = 'current' AND gen <> 2;
 
 -- rotations.RotateSQL.Hold (inlined)
 UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS bigint) > 0

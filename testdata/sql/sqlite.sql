@@ -459,9 +459,14 @@ WHERE gen = 1 AND state = 'closed';
 UPDATE seqbox_generations SET state = CASE WHEN gen = 1 THEN 'current' ELSE 'closed' END,
 	opened_at = CASE WHEN gen = 1 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE opened_at END,
 	closed_at = CASE WHEN gen = 0 THEN strftime('%Y-%m-%d %H:%M:%f', 'now') ELSE closed_at END,
-	prune_held_until = CASE WHEN gen = 1 THEN f.held END
-FROM (SELECT prune_held_until AS held FROM seqbox_generations WHERE gen = 0) f
-WHERE (gen = 0 AND state = 'current') OR (gen = 1 AND state = 'empty');
+	prune_held_until = CASE WHEN gen = 1 THEN p.held END
+FROM (SELECT f.prune_held_until AS held FROM seqbox_generations f JOIN seqbox_generations t ON t.gen = 1 AND t.state = 'empty'
+	WHERE f.gen = 0 AND f.state = 'current') p
+WHERE gen IN (0, 1);
+
+-- rotations.RotateSQL.Demote (inlined)
+UPDATE seqbox_generations SET state = 'closed', closed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), prune_held_until = NULL
+WHERE state = 'current' AND gen <> 2;
 
 -- rotations.RotateSQL.Hold (inlined)
 UPDATE seqbox_generations SET prune_held_until = CASE WHEN CAST(1500000 AS INTEGER) > 0

@@ -127,9 +127,17 @@ type RotateSQL struct {
 	// MarkEmpty marks closed generation ?gen empty.
 	MarkEmpty *Stmt
 	// Switch closes current generation ?from and opens empty generation
-	// ?to (two rows, or none: the states moved meanwhile); the prune's
-	// hold moves with the current row.
+	// ?to, both or neither (the states moved meanwhile); the prune's hold
+	// moves with the current row. A switch that changed one row only would
+	// leave two current generations, or none: a rotator that lost its turn
+	// (its connection killed; on SQLite, two outboxes of one process on
+	// one file) can run beside the one that took it.
 	Switch *Stmt
+	// Demote closes every current generation but ?keep: it repairs the
+	// two current generations that releases whose Switch could change one
+	// row left after such a race (a stale current one is pinned, and with
+	// it the rotation, for good).
+	Demote *Stmt
 	// Hold pauses the row-by-row prune until ?hold_us from now, or ends
 	// the pause (?hold_us 0); the dialect's VacuumCounterList lists nothing
 	// while it holds.
@@ -202,6 +210,11 @@ func (rot *Rotation) Round(ctx context.Context, p *dialect.TableRotateParams) (d
 	rows, cur, err := rot.State(ctx, p.Interval)
 	if err != nil {
 		return res, err
+	}
+	if closeOtherCurrents(rows, cur) {
+		if _, err := rot.write(ctx, rot.SQL.Demote, Args{"keep": cur}); err != nil {
+			return res, err
+		}
 	}
 	// The oldest closed generation first: it is the next to open.
 	for _, g := range []int{(cur + 1) % Generations, (cur + 2) % Generations} {
@@ -332,7 +345,22 @@ func (rot *Rotation) draining(ctx context.Context, g int, p *dialect.TableRotate
 	return !rot.Stall.Look(g, now, cursors), nil
 }
 
-// State reads the generations, indexed by gen, and the current one.
+// closeOtherCurrents reports whether a generation besides cur is current, and marks it
+// closed in rows, as SQL.Demote is to make it. Closing any generation is
+// safe: a truncation checks what it holds under its lock, and a writer
+// whose cached generation is closed writes on into it (docs/ROTATION.md).
+func closeOtherCurrents(rows []GenRow, cur int) bool {
+	found := false
+	for i := range rows {
+		if i != cur && rows[i].State == GenCurrent {
+			rows[i].State, found = GenClosed, true
+		}
+	}
+	return found
+}
+
+// State reads the generations, indexed by gen, and the current one (the
+// last, should a race of an earlier release have left two).
 func (rot *Rotation) State(ctx context.Context, interval time.Duration) ([]GenRow, int, error) {
 	if interval <= 0 {
 		interval = 100 * 365 * 24 * time.Hour // never by age
