@@ -58,7 +58,11 @@ func (o *Outbox) Flush() { o.e.Flush() }
 
 // WaitProcessed returns once every given message has been acked (or
 // dead-lettered), or with a *PendingError listing those still pending when
-// ctx ends first. Ids that were never committed count as done.
+// ctx ends first. Ids that were never committed count as done. It polls,
+// backing off to 250 ms; on PostgreSQL each poll reads the backlogs of the
+// partitions the ids are in (docs/ARCHITECTURE.md, "Which messages are
+// pending"): it is meant for tests and read-your-writes waits, not for
+// watching a large backlog drain (Stats says that).
 func (o *Outbox) WaitProcessed(ctx context.Context, ids ...outbox.MessageID) error {
 	return o.e.WaitProcessed(ctx, ids...)
 }

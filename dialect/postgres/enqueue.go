@@ -32,10 +32,10 @@ type inserts struct {
 // bodiesInsert and incomingInsert are a chunk's two INSERTs; inserts.Both
 // is the one as a data-modifying CTE before the other.
 const (
-	bodiesInsert = `INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint)
-FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]))
-	AS u(id, msg_key, payload_type, payload, headers)`
+	bodiesInsert = `INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint), u.pid
+FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]), CAST(?pids AS bigint[]))
+	AS u(id, msg_key, payload_type, payload, headers, pid)`
 	incomingInsert = `INSERT INTO {incoming} (partition_id, body_id, body_gen)
 SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`
 )
@@ -81,7 +81,7 @@ func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageIns
 			_, err := d.Exec(ctx, conn, insertSQL.Both, args)
 			return err
 		}
-		bodies := kit.Args{"ids": args["ids"], "keys": args["keys"], "types": args["types"], "payloads": args["payloads"], "headers": args["headers"], "gen": gen}
+		bodies := kit.Args{"ids": args["ids"], "keys": args["keys"], "types": args["types"], "payloads": args["payloads"], "headers": args["headers"], "pids": args["pids"], "gen": gen}
 		if _, err := d.Exec(ctx, conn, insertSQL.Bodies, bodies); err != nil {
 			return err
 		}
@@ -92,16 +92,36 @@ func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageIns
 
 // pending reads which messages are committed and not yet acked.
 type pending struct {
-	// List reads the ids among ?ids that have no outgoing row yet (still
-	// incoming) or one past their partition's cursor.
+	// List reads the ids among ?ids whose body is there and whose message
+	// is in its partition's backlog: an incoming row from the partition's
+	// bound on (the move's index), or an outgoing row above the cursor
+	// (the primary key). One snapshot sees a message in exactly one of the
+	// two: the move deletes the incoming row in the transaction that
+	// inserts the outgoing one. Outgoing has no index by body id: it cost
+	// the move as much as the rest of its INSERT (BENCHMARKS.md, "Figures
+	// behind design choices", "No index of outgoing by body"). So the
+	// backlog of each partition asked about is read once and joined with
+	// the ids: a poll costs what those backlogs hold, whatever the number
+	// of ids. Each backlog is read from its own subquery (OFFSET 0 keeps
+	// the planner from flattening it into a join it could reorder on
+	// stale statistics), by the move's index and the primary key. A body written before migration 012 has no partition; it is
+	// pending unless an outgoing row of it is at or below its cursor,
+	// looked for in its generation without an index.
 	List *kit.Stmt
 }
 
 var pendingSQL = pending{
-	List: kit.Inline(`SELECT b.id FROM {body} b
-LEFT JOIN {outgoing} o ON o.body_id = b.id
-LEFT JOIN {processor} p ON p.partition_id = o.partition_id
-WHERE b.id IN (?ids) AND (o.seq IS NULL OR o.seq > p.processed_seq)`),
+	List: kit.Inline(`WITH b AS MATERIALIZED (SELECT id, gen, partition_id FROM {body} WHERE id IN (?ids)),
+s AS MATERIALIZED (SELECT DISTINCT partition_id FROM b WHERE partition_id IS NOT NULL)
+SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM {outgoing} o JOIN {processor} p ON p.partition_id = o.partition_id
+	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
+UNION ALL
+SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN {partitions} pa ON pa.id = s.partition_id
+		CROSS JOIN LATERAL (SELECT i.body_id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid OFFSET 0) i
+	UNION ALL
+	SELECT o.body_id FROM s JOIN {processor} p ON p.partition_id = s.partition_id
+		CROSS JOIN LATERAL (SELECT o.body_id FROM {outgoing} o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o
+	) q ON q.id = b.id`),
 }
 
 // MessagePendingList returns the ids that are committed but not yet acked.

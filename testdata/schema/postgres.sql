@@ -256,3 +256,16 @@ CREATE TABLE IF NOT EXISTS seqbox_generations (
 
 INSERT INTO seqbox_generations (gen, state, opened_at) VALUES (0, 'current', now()), (1, 'empty', NULL), (2, 'empty', NULL)
 ON CONFLICT (gen) DO NOTHING;
+
+-- The partition a message was enqueued to, kept with its body: whether a
+-- message is still pending is read from its partition's backlog (incoming
+-- from the bound, outgoing above the cursor) instead of from an index of
+-- every outgoing row's body id, which cost the move as much as the rest
+-- of its INSERT (docs/ARCHITECTURE.md, "Which messages are pending"). Bodies written
+-- before this migration have none and are looked up as before, without
+-- the index.
+ALTER TABLE seqbox_body ADD COLUMN IF NOT EXISTS partition_id BIGINT NULL;
+
+DROP INDEX IF EXISTS seqbox_outgoing_body;
+
+DROP INDEX IF EXISTS seqbox_outgoing_body_id;

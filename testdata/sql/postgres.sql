@@ -33,12 +33,12 @@ INSERT INTO seqbox_processor (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHI
 INSERT INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
 
 -- inserts.Bodies (prepared)
--- prepared as: INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint) FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[])) AS u(id, msg_key, payload_type, payload, headers)
--- parameters: gen, ids, keys, types, payloads, headers
-INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
-FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
-	AS u(id, msg_key, payload_type, payload, headers);
+-- prepared as: INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint), u.pid FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[]), CAST($7 AS bigint[])) AS u(id, msg_key, payload_type, payload, headers, pid)
+-- parameters: gen, ids, keys, types, payloads, headers, pids
+INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint), u.pid
+FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]), CAST(7, 8 AS bigint[]))
+	AS u(id, msg_key, payload_type, payload, headers, pid);
 
 -- inserts.Incoming (prepared)
 -- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($2 AS bigint[]), CAST($3 AS bytea[])) AS u(pid, id)
@@ -47,20 +47,27 @@ INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
 SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
 
 -- inserts.Both (prepared)
--- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint) FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[])) AS u(id, msg_key, payload_type, payload, headers)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($7 AS bigint[]), CAST($2 AS bytea[])) AS u(pid, id)
+-- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint), u.pid FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[]), CAST($7 AS bigint[])) AS u(id, msg_key, payload_type, payload, headers, pid)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($7 AS bigint[]), CAST($2 AS bytea[])) AS u(pid, id)
 -- parameters: gen, ids, keys, types, payloads, headers, pids
-WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint)
-FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]))
-	AS u(id, msg_key, payload_type, payload, headers))
+WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
+SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint), u.pid
+FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]), CAST('{7,8}' AS bigint[]))
+	AS u(id, msg_key, payload_type, payload, headers, pid))
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
 SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
 
 -- pending.List (inlined)
-SELECT b.id FROM seqbox_body b
-LEFT JOIN seqbox_outgoing o ON o.body_id = b.id
-LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
-WHERE b.id IN ('\x019b3c7f', '\x019b3c80') AND (o.seq IS NULL OR o.seq > p.processed_seq);
+WITH b AS MATERIALIZED (SELECT id, gen, partition_id FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80')),
+s AS MATERIALIZED (SELECT DISTINCT partition_id FROM b WHERE partition_id IS NOT NULL)
+SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM seqbox_outgoing o JOIN seqbox_processor p ON p.partition_id = o.partition_id
+	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
+UNION ALL
+SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN seqbox_partitions pa ON pa.id = s.partition_id
+		CROSS JOIN LATERAL (SELECT i.body_id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid OFFSET 0) i
+	UNION ALL
+	SELECT o.body_id FROM s JOIN seqbox_processor p ON p.partition_id = s.partition_id
+		CROSS JOIN LATERAL (SELECT o.body_id FROM seqbox_outgoing o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o
+	) q ON q.id = b.id;
 
 -- DedupSQL.Claim (inlined)
 INSERT INTO seqbox_dedup_keys (queue, dedup_key, message_id, expires_at) VALUES ('orders', '\x637573746f6d65722d3432', '\x019b3c7f', (now() + CAST(86400000000 AS double precision) * interval '1 microsecond')), ('orders', '\x637573746f6d65722d3432', '\x019b3c7f', (now() + CAST(86400000000 AS double precision) * interval '1 microsecond'))
