@@ -48,6 +48,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261124000001", "seqbox_schema_dead_letter_message_id"},
 		{"20261124000002", "seqbox_schema_drop_partition_sequence"},
 		{"20261124000003", "seqbox_schema_rotated_generations"},
+		{"20261128000001", "seqbox_schema_pending_by_partition"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}
