@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/uptrace/bun"
 
@@ -121,13 +122,8 @@ func MoveLock(ctx context.Context, d dialect.Dialect, conn bun.Conn, pids []int6
 	return len(locks), err
 }
 
-// SwitchGenerations runs d's RotateSQL.Switch from generation from to to
-// and returns the rows it changed.
-func SwitchGenerations(ctx context.Context, d dialect.Dialect, from, to int) (int64, error) {
+// SwitchGenerations runs d's RotateSQL.Switch from generation from to to.
+func SwitchGenerations(ctx context.Context, d dialect.Dialect, from, to int) (sql.Result, error) {
 	pg := d.(*pgDialect)
-	res, err := pg.Exec(ctx, pg.DB(), rotateSQL.Switch, kit.Args{"from": from, "to": to})
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	return pg.Exec(ctx, pg.DB(), rotateSQL.Switch, kit.Args{"from": from, "to": to})
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -195,7 +196,7 @@ func TestRotateSwitchAllOrNothing(t *testing.T) {
 	t.Parallel()
 	db, d, prefix := newRotating(t)
 	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
-	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (int64, error) {
+	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (sql.Result, error) {
 		return postgres.SwitchGenerations(t.Context(), d, from, to)
 	})
 }

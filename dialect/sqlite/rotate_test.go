@@ -314,11 +314,7 @@ func TestRotateSwitchAllOrNothing(t *testing.T) {
 	t.Parallel()
 	db, d, prefix := openRotating(t)
 	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
-	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (int64, error) {
-		res, err := d.Exec(t.Context(), db, rotateSQL.Switch, kit.Args{"from": from, "to": to})
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
+	rotatetest.SwitchAllOrNothing(t, db, prefix, func(from, to int) (sql.Result, error) {
+		return d.Exec(t.Context(), db, rotateSQL.Switch, kit.Args{"from": from, "to": to})
 	})
 }

@@ -6,6 +6,7 @@ package rotatetest
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -113,7 +114,7 @@ func Release(t *testing.T, db *bun.DB, prefix string, stmts []string, version in
 // current row; where either row is not what the switch expects (a rotator
 // that read the states before another switched them) it changes neither,
 // so that no race leaves two current generations, or none.
-func SwitchAllOrNothing(t *testing.T, db *bun.DB, prefix string, sw func(from, to int) (int64, error)) {
+func SwitchAllOrNothing(t *testing.T, db *bun.DB, prefix string, sw func(from, to int) (sql.Result, error)) {
 	t.Helper()
 	gens := bun.Ident(prefix + "generations")
 	set := func(states ...string) {
@@ -125,7 +126,9 @@ func SwitchAllOrNothing(t *testing.T, db *bun.DB, prefix string, sw func(from, t
 	}
 	run := func(from, to int) int64 {
 		t.Helper()
-		n, err := sw(from, to)
+		res, err := sw(from, to)
+		require.NoError(t, err)
+		n, err := res.RowsAffected()
 		require.NoError(t, err)
 		return n
 	}
