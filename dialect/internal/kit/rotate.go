@@ -345,10 +345,11 @@ func (rot *Rotation) draining(ctx context.Context, g int, p *dialect.TableRotate
 	return !rot.Stall.Look(g, now, cursors), nil
 }
 
-// closeOtherCurrents reports whether a generation besides cur is current, and marks it
-// closed in rows, as SQL.Demote is to make it. Closing any generation is
-// safe: a truncation checks what it holds under its lock, and a writer
-// whose cached generation is closed writes on into it (docs/ROTATION.md).
+// closeOtherCurrents reports whether a generation besides cur is current,
+// and marks it closed in rows, as SQL.Demote is to make it. Closing any
+// generation is safe: a truncation checks what it holds under its lock,
+// and a writer whose cached generation is closed writes on into it
+// (docs/ROTATION.md).
 func closeOtherCurrents(rows []GenRow, cur int) bool {
 	found := false
 	for i := range rows {
