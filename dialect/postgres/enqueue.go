@@ -104,9 +104,10 @@ type pending struct {
 	// the ids: a poll costs what those backlogs hold, whatever the number
 	// of ids. Each backlog is read from its own subquery (OFFSET 0 keeps
 	// the planner from flattening it into a join it could reorder on
-	// stale statistics), by the move's index and the primary key. A body written before migration 012 has no partition; it is
-	// pending unless an outgoing row of it is at or below its cursor,
-	// looked for in its generation without an index.
+	// stale statistics), by the move's index and the primary key. A body
+	// written before migration 012 has no partition; it is pending unless
+	// an outgoing row of it is at or below its cursor, looked for in its
+	// generation without an index.
 	List *kit.Stmt
 }
 
