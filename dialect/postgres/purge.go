@@ -19,10 +19,13 @@ var purgeSQL = kit.PurgeSQL{
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
 		THEN COALESCE(lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
+	// incoming has no index of id alone (migration 013): both statements
+	// read the partition's rows from its bound by (partition_id, xid, id).
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-WHERE i.partition_id = ?pid AND b.headers::jsonb @> CAST(?headers AS jsonb)
-ORDER BY i.id LIMIT ?limit`),
+WHERE i.partition_id = ?pid AND i.xid >= (SELECT pa.incoming_xid FROM {partitions} pa WHERE pa.id = ?pid)
+	AND b.headers::jsonb @> CAST(?headers AS jsonb)
+ORDER BY i.xid, i.id LIMIT ?limit`),
 	// Counts: one statement, so one snapshot: a message the sequencer
 	// moves meanwhile is counted in one stage, not both.
 	Counts: kit.Inline(`SELECT p.id AS partition_id,
@@ -45,9 +48,10 @@ ORDER BY o.seq LIMIT ?limit`),
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0
 	AND b.headers::jsonb @> CAST(?headers AS jsonb)`),
-	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),
-	DeleteBodies:   kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
-	Tombstone:      kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
+	DeleteIncoming: kit.Inline(`DELETE FROM {incoming}
+WHERE partition_id = ?pid AND xid >= (SELECT pa.incoming_xid FROM {partitions} pa WHERE pa.id = ?pid) AND id IN (?ids)`),
+	DeleteBodies: kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
+	Tombstone:    kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
 	// A tombstone keeps its body row (the id, for WaitProcessed and the
 	// vacuum's join) but not its data.
 	BlankBodies: kit.Inline(`UPDATE {body} SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),

@@ -421,8 +421,9 @@ FROM seqbox_processor WHERE partition_id = 7 FOR NO KEY UPDATE;
 -- PurgeSQL.Incoming (inlined)
 SELECT i.id, i.body_id FROM seqbox_incoming i
 CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-WHERE i.partition_id = 7 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
-ORDER BY i.id LIMIT 100;
+WHERE i.partition_id = 7 AND i.xid >= (SELECT pa.incoming_xid FROM seqbox_partitions pa WHERE pa.id = 7)
+	AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
+ORDER BY i.xid, i.id LIMIT 100;
 
 -- PurgeSQL.Counts (inlined)
 SELECT p.id AS partition_id,
@@ -451,7 +452,8 @@ WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0
 	AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb);
 
 -- PurgeSQL.DeleteIncoming (inlined)
-DELETE FROM seqbox_incoming WHERE id IN (11, 12);
+DELETE FROM seqbox_incoming
+WHERE partition_id = 7 AND xid >= (SELECT pa.incoming_xid FROM seqbox_partitions pa WHERE pa.id = 7) AND id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
 DELETE FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80');

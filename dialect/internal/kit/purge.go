@@ -21,7 +21,7 @@ type PurgeSQL struct {
 	// existed: ?largest_batch), 0 without a live lease.
 	LockProcessor *Stmt
 	// Incoming reads partition ?pid's matching incoming rows, up to
-	// ?limit, in id order: id, body_id.
+	// ?limit, in the order the sequencer would move them: id, body_id.
 	Incoming *Stmt
 	// Counts counts, in one statement, each partition of queue ?queue's
 	// matching messages: partition_id, incoming, in_flight (sequenced,
@@ -32,7 +32,8 @@ type PurgeSQL struct {
 	// CountOutgoing counts those in (?after, ?upto].
 	Outgoing      *Stmt
 	CountOutgoing *Stmt
-	// DeleteIncoming deletes incoming rows ?ids; DeleteBodies bodies ?ids.
+	// DeleteIncoming deletes partition ?pid's incoming rows ?ids;
+	// DeleteBodies bodies ?ids.
 	DeleteIncoming *Stmt
 	DeleteBodies   *Stmt
 	// Tombstone marks partition ?pid's outgoing rows ?seqs purged.
@@ -157,7 +158,7 @@ func (s *PurgeSQL) Partition(ctx context.Context, r *Runner, p *dialect.PurgePar
 			for i, row := range in {
 				ids[i], bodies[i] = row.ID, row.BodyID
 			}
-			if _, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"ids": IDs(ids)}); err != nil {
+			if _, err := r.Exec(ctx, tx, s.DeleteIncoming, Args{"pid": pid, "ids": IDs(ids)}); err != nil {
 				return err
 			}
 			if err := s.perGen(ctx, r, tx, s.DeleteBodies, Args{"ids": bun.List(bodies)}, "body", r.Tables().Body); err != nil {
