@@ -68,11 +68,19 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST
 	// UNION ALL with a branch per partition is planned anew on every call,
 	// and the planning costs about as much as the run (BENCHMARKS.md,
 	// "Figures behind design choices", "Group read of constant shape").
-	ReadRanges: kit.Prepare(`SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+	//
+	// The body is probed inside the range's subquery, where the planner
+	// sees outgoing.body_id's statistics (every id distinct). Probed from
+	// outside it, the planner knew nothing of the subquery's output and put
+	// a Memoize node above the probe: a cache that never hits (each body is
+	// read once), which copied every row into it and cost about a fifth of
+	// the statement (BENCHMARKS.md, "Figures behind design choices", "Group
+	// read without Memoize").
+	ReadRanges: kit.Prepare(`SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, o.msg_key, o.payload_type, o.payload, o.headers, o.created_at
 FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint[])) AS r(pid, lo, hi)
-CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM {outgoing} o
-	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o
-CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b`),
+CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM {outgoing} o
+	CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
+	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o`),
 	RangesArgs: func(rs []dialect.VacuumRange, limit int) kit.Args {
 		pids, los, his := make([]int64, len(rs)), make([]int64, len(rs)), make([]int64, len(rs))
 		for i, r := range rs {

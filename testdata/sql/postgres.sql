@@ -301,13 +301,13 @@ UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHE
 WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.ReadRanges (prepared)
--- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
+-- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, o.msg_key, o.payload_type, o.payload, o.headers, o.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o
 -- parameters: pids, los, his, limit
-SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
+SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, o.msg_key, o.payload_type, o.payload, o.headers, o.created_at
 FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{41,56}' AS bigint[]), CAST('{141,156}' AS bigint[])) AS r(pid, lo, hi)
-CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, o.gen FROM seqbox_outgoing o
-	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT 100) o
-CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b;
+CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o
+	CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
+	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT 100) o;
 
 -- DeadLetterSQL.List (inlined)
 SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, headers, created_at,
