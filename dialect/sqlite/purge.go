@@ -65,7 +65,7 @@ ORDER BY 1 LIMIT ?limit`),
 	WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND ` + headerMatch("b.headers") + `)
 + (SELECT COUNT(*) FROM {outgoing_g2} o JOIN {body_g2} b ON b.id = o.body_id
 	WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0 AND ` + headerMatch("b.headers") + `)`),
-	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?ids)`),
+	DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE partition_id = ?pid AND id IN (?ids)`),
 	// One generation's table, ?body or ?outgoing, per run (PerGen).
 	DeleteBodies: kit.Inline(`DELETE FROM ?body WHERE id IN (?ids)`),
 	Tombstone:    kit.Inline(`UPDATE ?outgoing SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),

@@ -381,7 +381,7 @@ SELECT (SELECT COUNT(*) FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b
 	WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0 AND JSON_CONTAINS(b.headers, '{"tenant":"acme"}'));
 
 -- PurgeSQL.DeleteIncoming (inlined)
-DELETE FROM seqbox_incoming WHERE id IN (11, 12);
+DELETE FROM seqbox_incoming WHERE partition_id = 7 AND id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
 DELETE FROM `seqbox_body_g1` WHERE id IN (X'019b3c7f', X'019b3c80');

@@ -345,7 +345,7 @@ SELECT (SELECT COUNT(*) FROM seqbox_outgoing_g0 o JOIN seqbox_body_g0 b ON b.id 
 	WHERE NOT EXISTS (SELECT 1 FROM json_each(b.headers) h WHERE h.key = f.key AND h.value = f.value)));
 
 -- PurgeSQL.DeleteIncoming (inlined)
-DELETE FROM seqbox_incoming WHERE id IN (11, 12);
+DELETE FROM seqbox_incoming WHERE partition_id = 7 AND id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
 DELETE FROM "seqbox_body_g1" WHERE id IN (X'019b3c7e', X'019b3c7f');
