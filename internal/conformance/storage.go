@@ -47,7 +47,15 @@ func testVacuumBoundsStorage(e *Env) {
 	require.Equal(e.T, 200, rec.Distinct())
 	st, err := ob.Stats(e.Ctx)
 	require.NoError(e.T, err)
-	e.Eventually("vacuum counter", func() bool { return ob.Counters().Vacuumed >= 200 })
+	// Rows a truncated generation took (PostgreSQL rotates every
+	// TestRotateInterval) are not counted as vacuumed, and a rotation that
+	// drains a generation holds the row-by-row prune: under load the
+	// truncation can take some of the 200 first.
+	e.Eventually("vacuum counter", func() bool {
+		c := ob.Counters()
+		return c.Vacuumed >= 200 || c.GenerationsTruncated > 0
+	})
+	require.LessOrEqual(e.T, ob.Counters().Vacuumed, int64(200), "only the processed messages are pruned")
 	var keptUnprocessed int64
 	for _, p := range st.Partitions {
 		if p.Queue == "kept" {
