@@ -50,6 +50,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261124000003", "seqbox_schema_rotated_generations"},
 		{"20261128000001", "seqbox_schema_pending_by_partition"},
 		{"20261128000002", "seqbox_schema_incoming_without_primary_key"},
+		{"20261128000003", "seqbox_schema_partition_bounds"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

@@ -15,12 +15,11 @@ import (
 // external plan test.
 func RenderMoveReads(d dialect.Dialect, db *bun.DB, pids []int64, limit int) (map[string]string, error) {
 	pg := d.(*pgDialect)
-	bounds := make([]int64, len(pids))
-	sel, err := pg.Runner.Render(db.QueryGen(), moveSQL.Select, kit.Args{"pid": pids[0], "bound": int64(0), "limit": limit})
+	sel, err := pg.Runner.Render(db.QueryGen(), moveSQL.Select, kit.Args{"pid": pids[0], "limit": limit})
 	if err != nil {
 		return nil, err
 	}
-	many, err := pg.Runner.Render(db.QueryGen(), moveSQL.ManySelect, kit.Args{"pids": kit.PGArray(pids), "bounds": kit.PGArray(bounds), "limit": limit})
+	many, err := pg.Runner.Render(db.QueryGen(), moveSQL.ManySelect, kit.Args{"pids": kit.PGArray(pids), "limit": limit})
 	if err != nil {
 		return nil, err
 	}

@@ -71,11 +71,13 @@ func TestReconcileProbesEachPartition(t *testing.T) {
 SELECT ?, decode(lpad(to_hex(g), 32, '0'), 'hex') FROM generate_series(1, ?) g`, incoming, pid, backlog)
 		require.NoError(t, err)
 	}
-	// Every move rewrites its partitions row (the bound): a table of dead
-	// versions that, without statistics, the planner believes holds many
-	// partitions.
+	// Moves replace their partitions' bounds: a table of dead rows that,
+	// without statistics, the planner believes holds many partitions.
 	for range 4 {
-		_, err = db.ExecContext(ctx, `UPDATE ? SET incoming_xid = incoming_xid`, bun.Ident(d.Tables().Partitions))
+		_, err = db.ExecContext(ctx, `INSERT INTO ? (partition_id, xid) SELECT id, '0' FROM ?`,
+			bun.Ident(d.Tables().Partitions+"_bound"), bun.Ident(d.Tables().Partitions))
+		require.NoError(t, err)
+		_, err = db.ExecContext(ctx, `DELETE FROM ?`, bun.Ident(d.Tables().Partitions+"_bound"))
 		require.NoError(t, err)
 	}
 	// Rows moved and not yet vacuumed: a table that has grown.
@@ -202,7 +204,8 @@ SELECT 1 + g % ?, decode(lpad(to_hex(g), 32, '0'), 'hex'), pg_current_xact_id() 
 	fill(1, moved)
 	_, err = db.ExecContext(ctx, `DELETE FROM ?`, incoming)
 	require.NoError(t, err)
-	_, err = db.ExecContext(ctx, `UPDATE ? SET incoming_xid = pg_current_xact_id()`, parts)
+	_, err = db.ExecContext(ctx, `INSERT INTO ? (partition_id, xid) SELECT id, pg_current_xact_id() FROM ?`,
+		bun.Ident(d.Tables().Partitions+"_bound"), parts)
 	require.NoError(t, err)
 	fill(moved+1, partitions*backlog) // the backlog, in generation 0
 	// Generation 1's outgoing rows, every one acked.

@@ -200,3 +200,42 @@ func TestRotateSwitchAllOrNothing(t *testing.T) {
 		return postgres.SwitchGenerations(t.Context(), d, from, to)
 	})
 }
+
+// TestMigrateBoundsFromVersion13: migration 14 carries each partition's
+// lower bound from partitions.incoming_xid to its own table, and the next
+// move reads from it, moves the row above it and replaces it: one live
+// bound per partition, never below the one carried.
+func TestMigrateBoundsFromVersion13(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 13))
+	exec := func(q string, args ...any) {
+		t.Helper()
+		_, err := db.ExecContext(ctx, q, args...)
+		require.NoError(t, err)
+	}
+	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0), (2, 'q', 1)", bun.Ident(prefix+"partitions"))
+	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 0), (2, 0)", bun.Ident(prefix+"processor"))
+	exec("UPDATE ? SET incoming_xid = pg_current_xact_id() WHERE id = 1", bun.Ident(prefix+"partitions"))
+	var carried int64
+	require.NoError(t, db.NewRaw("SELECT (incoming_xid::text)::bigint FROM ? WHERE id = 1", bun.Ident(prefix+"partitions")).Scan(ctx, &carried))
+	exec("INSERT INTO ? (id, payload_type, payload) VALUES (?, 't', 'x')", bun.Ident(prefix+"body"), []byte{1})
+	exec("INSERT INTO ? (partition_id, body_id) VALUES (1, ?)", bun.Ident(prefix+"incoming"), []byte{1})
+
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	bounds := func(pid int64) []int64 {
+		var b []int64
+		require.NoError(t, db.NewRaw("SELECT (xid::text)::bigint FROM ? WHERE partition_id = ?", bun.Ident(prefix+"partitions_bound"), pid).Scan(ctx, &b))
+		return b
+	}
+	require.Equal(t, []int64{carried}, bounds(1), "the bound carried over")
+	require.Empty(t, bounds(2), "a partition no move advanced has none: it reads from 0")
+
+	res, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Moved, "the row above the carried bound")
+	after := bounds(1)
+	require.Len(t, after, 1, "the move replaced the bound it read")
+	require.Greater(t, after[0], carried)
+}

@@ -78,14 +78,16 @@ func (d *pgDialect) SchemaStatus(ctx context.Context, _ *dialect.SchemaStatusPar
 }
 
 // SchemaDrop drops every table of the prefix, the generations of body
-// and outgoing with their parents, and the generations table, which only
-// this dialect has.
+// and outgoing with their parents, and the tables only this dialect has:
+// the generations and the move's bounds.
 func (d *pgDialect) SchemaDrop(ctx context.Context, _ *dialect.SchemaDropParams) error {
 	if err := schemaSQL.Drop(ctx, d.Runner); err != nil {
 		return err
 	}
-	if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": bun.Ident(d.Tables().Generations)}); err != nil {
-		return dialect.Wrap(err, "drop "+d.Tables().Generations)
+	for _, table := range []string{d.Tables().Generations, boundTable(d.Tables())} {
+		if _, err := d.Write(ctx, schemaSQL.DropTable, kit.Args{"table": bun.Ident(table)}); err != nil {
+			return dialect.Wrap(err, "drop "+table)
+		}
 	}
 	return nil
 }

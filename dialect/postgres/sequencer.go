@@ -11,8 +11,9 @@ import (
 )
 
 // A move reads a partition's incoming rows in (xid, id) order — xid is the
-// inserting transaction's id — starting at the partition's lower bound
-// partitions.incoming_xid. Every row below the bound is final (its
+// inserting transaction's id — starting at the partition's lower bound,
+// the highest xid of its rows in {partitions}_bound (boundOf). Every row
+// below the bound is final (its
 // transaction ended) and already moved, so the rows a move deleted but no
 // vacuum could remove yet (an unrelated transaction holding a snapshot,
 // autovacuum off) are never read again: a read costs the same at any age.
@@ -24,10 +25,17 @@ import (
 // the batch was full and rows of that transaction may remain. A read-only
 // transaction, however long, has no xid and never holds X back; a long
 // unrelated write transaction does, and reads then cost as they did before.
-// The bound is written only when it moves: every write is a new version
-// of the partition's row, which a held snapshot keeps in the chain every
-// later lookup of the row walks (docs/ARCHITECTURE.md, "Cost that stays
-// flat").
+// The bound is written only when it moves, and never as an UPDATE: a move
+// inserts the new bound's row and deletes the one it read. Rewritten in
+// the partition's row, each bound was a new version of it, which a held
+// snapshot keeps, and every later lock or read of the row walked them all
+// (BENCHMARKS.md, "Where a held snapshot's cost grows, second look"). The
+// deleted rows a held snapshot keeps lie below the live one in the primary
+// key, and the backward probe stops at the first row it can see
+// (docs/ARCHITECTURE.md, "Cost that stays flat"). The bound is read in the
+// statement after the lock, never in the lock's: a lock statement's
+// snapshot can predate the previous holder's commit, and a bound read
+// there could be one that holder already replaced (see below).
 //
 // The last seq handed out is not kept in a row: it is the top of the
 // partition's outgoing rows, or its cursor when the vacuum has pruned them
@@ -79,25 +87,25 @@ type moves struct {
 	IncomingPartitions *kit.Stmt
 
 	// Lock, Select and Update are the one-partition move as several
-	// simple statements. Lock locks partition ?pid's row and reads its
-	// bound and the snapshot's xmin as bigints; its always-true
+	// simple statements. Lock locks partition ?pid's row and reads the
+	// snapshot's xmin as a bigint; its always-true
 	// set_config conditions turn bitmap and sequential scans off, make the
 	// plans generic and set seqbox's synchronous_commit for the move's
 	// transaction at no extra round trip (see above).
-	// Select reads up to ?limit rows from ?bound, each with its ctid (the
-	// delete's key, stable under the partition lock) and the partition's
-	// last seq handed out (top; see above); Update sets the new ?bound,
-	// only when it moved.
+	// Select reads up to ?limit rows from the partition's bound, each with
+	// its ctid (the delete's key, stable under the partition lock), the
+	// bound and the partition's last seq handed out (top; see above);
+	// Update replaces bound ?old with ?bound, only when it moved.
 	Lock   *kit.Stmt
 	Select *kit.Stmt
 	Update *kit.Stmt
 
 	// ManyLock, ManySelect and ManyUpdate are the several-partition move:
 	// the same steps for any number of partitions, each list one array
-	// value (?pids ?bounds, kit.PGArray) so that the text does not change
-	// with their number. ManyLock sets its transaction's settings as Lock
-	// does; ManySelect reads each partition's top with its rows; ManyUpdate
-	// sets the bounds that moved.
+	// value (?pids ?olds ?bounds, kit.PGArray) so that the text does not
+	// change with their number. ManyLock sets its transaction's settings as
+	// Lock does; ManySelect reads each partition's bound and top with its
+	// rows; ManyUpdate replaces the bounds that moved.
 	ManyLock   *kit.Stmt
 	ManySelect *kit.Stmt
 	ManyUpdate *kit.Stmt
@@ -113,11 +121,10 @@ var moveSQL = moves{
 	// row deleted since it began (docs/ARCHITECTURE.md, "Plans that do not
 	// depend on statistics").
 	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
-WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + boundOf("pa.id") + `
 	ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`),
 
-	Lock: kit.Inline(`SELECT (incoming_xid::text)::bigint AS bound,
-	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+	Lock: kit.Inline(`SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM {partitions}
 WHERE id = ?pid
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
@@ -132,14 +139,19 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// 20,000 rows, against 0.06 ms for the first 100 by index).
 	Select: kit.Prepare(`SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top,
+	(` + boundOf("?pid") + `::text)::bigint AS bound
 FROM {incoming} i
-WHERE i.partition_id = ?pid AND i.xid >= CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8)
+WHERE i.partition_id = ?pid AND i.xid >= ` + boundOf("?pid") + `
 ORDER BY i.xid, i.id LIMIT ?limit`),
-	Update: kit.Prepare(`UPDATE {partitions} SET incoming_xid = CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8) WHERE id = ?pid`),
+	// The bound read is replaced: its row deleted, the new one inserted.
+	// A bound another move inserted meanwhile (a conflict) is as good.
+	Update: kit.Prepare(`WITH d AS (DELETE FROM {partitions}_bound
+	WHERE partition_id = ?pid AND xid = CAST(CAST(CAST(?old AS bigint) AS text) AS xid8))
+INSERT INTO {partitions}_bound (partition_id, xid) VALUES (?pid, CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8))
+ON CONFLICT DO NOTHING`),
 
-	ManyLock: kit.Inline(`SELECT id, (incoming_xid::text)::bigint AS bound,
-	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+	ManyLock: kit.Inline(`SELECT id, (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM {partitions}
 WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
@@ -147,26 +159,44 @@ WHERE id = ANY(CAST(?pids AS bigint[]))
 	AND set_config('plan_cache_mode', 'force_generic_plan', true) = 'force_generic_plan'
 	AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED`),
-	// Each partition's top (t) and its head of line from its own bound
-	// (m), both by index (LATERAL). t's LIMIT keeps it a subquery run once
+	// Each partition's bound (bd), top (t) and its head of line from its
+	// bound (m), all by index (LATERAL). bd's OFFSET 0 keeps it a subquery
+	// run once per partition, not an expression probed again for every
+	// row it is named in. t's LIMIT keeps it a subquery run once
 	// per partition (without one the planner flattens it and runs the top
 	// read once per row), and LEFT keeps a partition without a processor
 	// row, its top NULL: that move fails (errNoProcessor). m orders by
 	// the table's columns: a bare "ORDER BY xid" names the bigint output
 	// column, and the index no longer gives that order (see Select).
-	ManySelect: kit.Prepare(`SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
-FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS r(pid, bound)
+	ManySelect: kit.Prepare(`SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
+FROM unnest(CAST(?pids AS bigint[])) AS r(pid)
+CROSS JOIN LATERAL (SELECT ` + boundOf("r.pid") + ` AS xid OFFSET 0) bd
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
 	FROM {processor} pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM {incoming} i
-	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
+	WHERE i.partition_id = r.pid AND i.xid >= bd.xid
 	ORDER BY i.xid, i.id LIMIT ?limit) m
 ORDER BY r.pid, m.xid, m.id`),
-	ManyUpdate: kit.Prepare(`UPDATE {partitions} p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
-FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, bound)
-WHERE p.id = u.pid`),
+	ManyUpdate: kit.Prepare(`WITH d AS (DELETE FROM {partitions}_bound b
+	USING unnest(CAST(?pids AS bigint[]), CAST(?olds AS bigint[])) AS u(pid, old)
+	WHERE b.partition_id = u.pid AND b.xid = CAST(CAST(u.old AS text) AS xid8))
+INSERT INTO {partitions}_bound (partition_id, xid)
+SELECT u.pid, CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST(?pids AS bigint[]), CAST(?bounds AS bigint[])) AS u(pid, bound)
+ON CONFLICT DO NOTHING`),
 }
+
+// boundOf is the move's lower bound of partition pid (an SQL expression:
+// a column or a placeholder), an xid8: the highest xid of its rows in
+// {partitions}_bound, by a backward probe of the primary key, or 0 when it
+// has none (a partition no move has advanced yet).
+func boundOf(pid string) string {
+	return `COALESCE((SELECT bnd.xid FROM {partitions}_bound bnd WHERE bnd.partition_id = ` + pid +
+		` ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)`
+}
+
+// boundTable is the table of the bounds, {partitions}_bound (migration 014).
+func boundTable(t dialect.Tables) string { return t.Partitions + "_bound" }
 
 // writeSQL is the end of every several-statement move. An outgoing row
 // goes to the generation of its body (incoming.body_gen, ?gen), so that a
@@ -232,6 +262,7 @@ type moveRow struct {
 	BodyGen int16  `bun:"body_gen"`
 	XID     int64  `bun:"xid"`
 	Top     *int64 `bun:"top"` // nil: no processor row
+	Bound   int64  `bun:"bound"`
 }
 
 // errNoProcessor refuses to number a partition without a processor row
@@ -271,8 +302,7 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
 		var locks []struct {
-			Bound int64 `bun:"bound"`
-			XMin  int64 `bun:"xmin"`
+			XMin int64 `bun:"xmin"`
 		}
 		if err := d.Query(ctx, tx, moveSQL.Lock, kit.Args{"pid": p.PartitionID}, &locks); err != nil {
 			return err
@@ -283,7 +313,7 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 		}
 		lock := locks[0]
 		var rows []moveRow
-		if err := d.Query(ctx, tx, moveSQL.Select, kit.Args{"pid": p.PartitionID, "bound": lock.Bound, "limit": p.Limit}, &rows); err != nil {
+		if err := d.Query(ctx, tx, moveSQL.Select, kit.Args{"pid": p.PartitionID, "limit": p.Limit}, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
@@ -293,8 +323,9 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 			return errNoProcessor(p.PartitionID)
 		}
 		base, n := *rows[0].Top, int64(len(rows))
-		if bound := nextBound(lock.Bound, lock.XMin, rows[len(rows)-1].XID, len(rows) == p.Limit); bound != lock.Bound {
-			if _, err := d.Exec(ctx, tx, moveSQL.Update, kit.Args{"bound": bound, "pid": p.PartitionID}); err != nil {
+		old := rows[0].Bound
+		if bound := nextBound(old, lock.XMin, rows[len(rows)-1].XID, len(rows) == p.Limit); bound != old {
+			if _, err := d.Exec(ctx, tx, moveSQL.Update, kit.Args{"old": old, "bound": bound, "pid": p.PartitionID}); err != nil {
 				return err
 			}
 		}
@@ -316,6 +347,7 @@ func (d *pgDialect) sequenceMoveStatements(ctx context.Context, p *dialect.Seque
 
 type moveManyRow struct {
 	PartitionID int64  `bun:"partition_id"`
+	Bound       int64  `bun:"bound"`
 	Top         *int64 `bun:"top"` // nil: no processor row
 	ID          int64  `bun:"id"`
 	TID         string `bun:"tid"`
@@ -333,17 +365,16 @@ func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMov
 	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
 		var locks []struct {
-			ID    int64 `bun:"id"`
-			Bound int64 `bun:"bound"`
-			XMin  int64 `bun:"xmin"`
+			ID   int64 `bun:"id"`
+			XMin int64 `bun:"xmin"`
 		}
 		if err := d.Query(ctx, tx, moveSQL.ManyLock, kit.Args{"pids": kit.PGArray(p.PartitionIDs)}, &locks); err != nil {
 			return err
 		}
 		locked := make(map[int64]bool, len(locks))
-		pids, bounds := make([]int64, len(locks)), make([]int64, len(locks))
+		pids := make([]int64, len(locks))
 		for i, l := range locks {
-			locked[l.ID], pids[i], bounds[i] = true, l.ID, l.Bound
+			locked[l.ID], pids[i] = true, l.ID
 		}
 		for i, pid := range p.PartitionIDs {
 			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: !locked[pid]}
@@ -352,33 +383,34 @@ func (d *pgDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMov
 			return nil
 		}
 		var rows []moveManyRow
-		if err := d.Query(ctx, tx, moveSQL.ManySelect, kit.Args{"pids": kit.PGArray(pids), "bounds": kit.PGArray(bounds), "limit": p.Limit},
-			&rows); err != nil {
+		if err := d.Query(ctx, tx, moveSQL.ManySelect, kit.Args{"pids": kit.PGArray(pids), "limit": p.Limit}, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
 		// Rows come per partition in (xid, id) order, each with its
-		// partition's top: the last of each partition is its last xid read.
-		top, lastXID := map[int64]int64{}, map[int64]int64{}
+		// partition's bound and top: the last of each partition is its
+		// last xid read.
+		top, lastXID, old := map[int64]int64{}, map[int64]int64{}, map[int64]int64{}
 		for _, r := range rows {
 			if r.Top == nil {
 				return errNoProcessor(r.PartitionID)
 			}
-			top[r.PartitionID], lastXID[r.PartitionID] = *r.Top, r.XID
+			top[r.PartitionID], lastXID[r.PartitionID], old[r.PartitionID] = *r.Top, r.XID, r.Bound
 		}
 		moved, seqs := kit.NumberRows(rows, top)
-		var upPIDs, upBounds []int64
+		var upPIDs, upOlds, upBounds []int64
 		for _, l := range locks {
 			if m := moved[l.ID]; m != nil {
-				if bound := nextBound(l.Bound, l.XMin, lastXID[l.ID], m.N == p.Limit); bound != l.Bound {
-					upPIDs, upBounds = append(upPIDs, l.ID), append(upBounds, bound)
+				if bound := nextBound(old[l.ID], l.XMin, lastXID[l.ID], m.N == p.Limit); bound != old[l.ID] {
+					upPIDs, upOlds, upBounds = append(upPIDs, l.ID), append(upOlds, old[l.ID]), append(upBounds, bound)
 				}
 			}
 		}
 		if len(upPIDs) > 0 {
-			if _, err := d.Exec(ctx, tx, moveSQL.ManyUpdate, kit.Args{"pids": kit.PGArray(upPIDs), "bounds": kit.PGArray(upBounds)}); err != nil {
+			if _, err := d.Exec(ctx, tx, moveSQL.ManyUpdate,
+				kit.Args{"pids": kit.PGArray(upPIDs), "olds": kit.PGArray(upOlds), "bounds": kit.PGArray(upBounds)}); err != nil {
 				return err
 			}
 		}

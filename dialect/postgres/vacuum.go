@@ -125,7 +125,7 @@ func (d *pgDialect) TableVacuum(ctx context.Context, _ *dialect.TableVacuumParam
 	t := d.Tables()
 	// body and outgoing are partitioned: VACUUM of each parent vacuums its
 	// generations.
-	for _, table := range []string{t.Incoming, t.Outgoing, t.Body, t.Partitions, t.Processor, t.VacuumCounter, t.DedupKeys, t.Generations} {
+	for _, table := range []string{t.Incoming, t.Outgoing, t.Body, t.Partitions, boundTable(t), t.Processor, t.VacuumCounter, t.DedupKeys, t.Generations} {
 		if _, err := d.Exec(ctx, conn, vacuumSQL.Table, kit.Args{"table": bun.Ident(table)}); err != nil {
 			return dialect.TableVacuumResult{}, err
 		}

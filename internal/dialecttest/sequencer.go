@@ -117,10 +117,11 @@ func testSequenceMove(t *testing.T, open Open) {
 		require.Empty(t, e.outgoing(pid))
 	})
 	t.Run("PartitionRowNotRewritten", func(t *testing.T) {
-		// Under a held transaction that has an xid, the lower bound stops
-		// at it, and a move then writes no version of the partition's row
-		// (PostgreSQL): each would stay in the chain every lookup of the
-		// row walks until the transaction ends.
+		// No move writes a version of the partition's row (PostgreSQL):
+		// each would stay, under a held snapshot, in the chain every lock
+		// and lookup of the row walks. The lower bound is a row of its own
+		// table, replaced when it moves, one live row per partition; under
+		// a held transaction that has an xid it stops at it.
 		e := e.with(t)
 		if e.d.Name() != dialect.Postgres {
 			t.Skipf("%s: no lower bound and no row versions to see", e.d.Name())
@@ -137,11 +138,17 @@ func testSequenceMove(t *testing.T, open Open) {
 				bun.Ident(e.tb.Partitions), bun.List(pids)).Scan(e.ctx, &v))
 			return v
 		}
+		bounds := bun.Ident(e.tb.Partitions + "_bound")
 		bound := func(pid int64) int64 {
-			var b int64
-			require.NoError(t, e.db.NewRaw("SELECT (incoming_xid::text)::bigint FROM ? WHERE id = ?", bun.Ident(e.tb.Partitions), pid).Scan(e.ctx, &b))
-			return b
+			var b []int64
+			require.NoError(t, e.db.NewRaw("SELECT (xid::text)::bigint FROM ? WHERE partition_id = ?", bounds, pid).Scan(e.ctx, &b))
+			require.LessOrEqual(t, len(b), 1, "one live bound per partition")
+			if len(b) == 0 {
+				return 0
+			}
+			return b[0]
 		}
+		before := version()
 		// Moves raise each bound up to the held transaction's xid (older
 		// transactions of other tests may hold it lower for a while).
 		for _, pid := range pids {
@@ -151,7 +158,7 @@ func testSequenceMove(t *testing.T, open Open) {
 			}
 			require.Equal(t, xid, bound(pid), "the bound never passes a running transaction")
 		}
-		before := version()
+		require.Equal(t, before, version(), "a move that raised its bound rewrote a partition row")
 		seq := e.sequence(pids[0])
 		for _, shape := range []string{"move", "many", "move"} {
 			e.enqueue(pids[0], 2)

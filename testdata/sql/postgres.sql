@@ -63,7 +63,7 @@ SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM se
 	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
 UNION ALL
 SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN seqbox_partitions pa ON pa.id = s.partition_id
-		CROSS JOIN LATERAL (SELECT i.body_id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid OFFSET 0) i
+		CROSS JOIN LATERAL (SELECT i.body_id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) OFFSET 0) i
 	UNION ALL
 	SELECT o.body_id FROM s JOIN seqbox_processor p ON p.partition_id = s.partition_id
 		CROSS JOIN LATERAL (SELECT o.body_id FROM seqbox_outgoing o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o
@@ -86,12 +86,11 @@ AND expires_at <= now();
 
 -- moves.IncomingPartitions (inlined)
 SELECT pa.id FROM seqbox_partitions pa
-WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
 -- moves.Lock (inlined)
-SELECT (incoming_xid::text)::bigint AS bound,
-	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+SELECT (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM seqbox_partitions
 WHERE id = 7
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
@@ -101,23 +100,26 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (prepared)
--- prepared as: SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= CAST(CAST(CAST($2 AS bigint) AS text) AS xid8) ORDER BY i.xid, i.id LIMIT $3
--- parameters: pid, bound, limit
+-- prepared as: SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top, (COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)::text)::bigint AS bound FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) ORDER BY i.xid, i.id LIMIT $2
+-- parameters: pid, limit
 SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top,
+	(COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)::text)::bigint AS bound
 FROM seqbox_incoming i
-WHERE i.partition_id = 7 AND i.xid >= CAST(CAST(CAST(1201 AS bigint) AS text) AS xid8)
+WHERE i.partition_id = 7 AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 ORDER BY i.xid, i.id LIMIT 100;
 
 -- moves.Update (prepared)
--- prepared as: UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(CAST($1 AS bigint) AS text) AS xid8) WHERE id = $2
--- parameters: bound, pid
-UPDATE seqbox_partitions SET incoming_xid = CAST(CAST(CAST(1201 AS bigint) AS text) AS xid8) WHERE id = 7;
+-- prepared as: WITH d AS (DELETE FROM seqbox_partitions_bound WHERE partition_id = $1 AND xid = CAST(CAST(CAST($2 AS bigint) AS text) AS xid8)) INSERT INTO seqbox_partitions_bound (partition_id, xid) VALUES ($1, CAST(CAST(CAST($3 AS bigint) AS text) AS xid8)) ON CONFLICT DO NOTHING
+-- parameters: pid, old, bound
+WITH d AS (DELETE FROM seqbox_partitions_bound
+	WHERE partition_id = 7 AND xid = CAST(CAST(CAST(1101 AS bigint) AS text) AS xid8))
+INSERT INTO seqbox_partitions_bound (partition_id, xid) VALUES (7, CAST(CAST(CAST(1201 AS bigint) AS text) AS xid8))
+ON CONFLICT DO NOTHING;
 
 -- moves.ManyLock (inlined)
-SELECT id, (incoming_xid::text)::bigint AS bound,
-	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
+SELECT id, (pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin
 FROM seqbox_partitions
 WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 	AND set_config('enable_bitmapscan', 'off', true) = 'off'
@@ -127,24 +129,28 @@ WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.ManySelect (prepared)
--- prepared as: SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[])) AS r(pid, bound) LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8) ORDER BY i.xid, i.id LIMIT $3) m ORDER BY r.pid, m.xid, m.id
--- parameters: pids, bounds, limit
-SELECT r.pid AS partition_id, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
-FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS r(pid, bound)
+-- prepared as: SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid FROM unnest(CAST($1 AS bigint[])) AS r(pid) CROSS JOIN LATERAL (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = r.pid ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = r.pid AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY r.pid, m.xid, m.id
+-- parameters: pids, limit
+SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
+FROM unnest(CAST('{7,8}' AS bigint[])) AS r(pid)
+CROSS JOIN LATERAL (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = r.pid ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
 	FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
-	WHERE i.partition_id = r.pid AND i.xid >= CAST(CAST(r.bound AS text) AS xid8)
+	WHERE i.partition_id = r.pid AND i.xid >= bd.xid
 	ORDER BY i.xid, i.id LIMIT 100) m
 ORDER BY r.pid, m.xid, m.id;
 
 -- moves.ManyUpdate (prepared)
--- prepared as: UPDATE seqbox_partitions p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[])) AS u(pid, bound) WHERE p.id = u.pid
--- parameters: pids, bounds
-UPDATE seqbox_partitions p SET incoming_xid = CAST(CAST(u.bound AS text) AS xid8)
-FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid, bound)
-WHERE p.id = u.pid;
+-- prepared as: WITH d AS (DELETE FROM seqbox_partitions_bound b USING unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[])) AS u(pid, old) WHERE b.partition_id = u.pid AND b.xid = CAST(CAST(u.old AS text) AS xid8)) INSERT INTO seqbox_partitions_bound (partition_id, xid) SELECT u.pid, CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST($1 AS bigint[]), CAST($3 AS bigint[])) AS u(pid, bound) ON CONFLICT DO NOTHING
+-- parameters: pids, olds, bounds
+WITH d AS (DELETE FROM seqbox_partitions_bound b
+	USING unnest(CAST('{7,8}' AS bigint[]), CAST('{1101,1102}' AS bigint[])) AS u(pid, old)
+	WHERE b.partition_id = u.pid AND b.xid = CAST(CAST(u.old AS text) AS xid8))
+INSERT INTO seqbox_partitions_bound (partition_id, xid)
+SELECT u.pid, CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[])) AS u(pid, bound)
+ON CONFLICT DO NOTHING;
 
 -- WriteSQL.InsertOutgoing (prepared)
 -- prepared as: INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) SELECT u.pid, u.seq, u.body_id, now(), u.gen FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bytea[]), CAST($4 AS smallint[])) AS u(pid, seq, body_id, gen)
@@ -421,7 +427,7 @@ FROM seqbox_processor WHERE partition_id = 7 FOR NO KEY UPDATE;
 -- PurgeSQL.Incoming (inlined)
 SELECT i.id, i.body_id FROM seqbox_incoming i
 CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-WHERE i.partition_id = 7 AND i.xid >= (SELECT pa.incoming_xid FROM seqbox_partitions pa WHERE pa.id = 7)
+WHERE i.partition_id = 7 AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)
 ORDER BY i.xid, i.id LIMIT 100;
 
@@ -453,7 +459,7 @@ WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0
 
 -- PurgeSQL.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming
-WHERE partition_id = 7 AND xid >= (SELECT pa.incoming_xid FROM seqbox_partitions pa WHERE pa.id = 7) AND id IN (11, 12);
+WHERE partition_id = 7 AND xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AND id IN (11, 12);
 
 -- PurgeSQL.DeleteBodies (inlined)
 DELETE FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80');
@@ -511,7 +517,7 @@ SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM
 
 -- rotations.RotateSQL.PendingCursors (inlined)
 SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
-WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
 -- rotations.RotateSQL.MarkEmpty (inlined)
@@ -544,7 +550,7 @@ WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq;
 
 -- rotations.Pending (inlined)
 SELECT EXISTS (SELECT 1 FROM seqbox_processor pr WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
-	OR EXISTS (SELECT 1 FROM seqbox_partitions pa WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid
+	OR EXISTS (SELECT 1 FROM seqbox_partitions pa WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
 
@@ -582,9 +588,9 @@ SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 	(SELECT b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
-	(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid) AS incoming,
+	(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)) AS incoming,
 	(SELECT b.created_at FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-		WHERE i.partition_id = pa.id AND i.xid >= pa.incoming_xid ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
+		WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7
 ORDER BY pa.queue, pa.partition_no;
