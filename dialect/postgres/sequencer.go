@@ -145,7 +145,8 @@ FROM {incoming} i
 WHERE i.partition_id = ?pid AND i.xid >= ` + boundOf("?pid") + `
 ORDER BY i.xid, i.id LIMIT ?limit`),
 	// The bound read is replaced: its row deleted, the new one inserted.
-	// A bound another move inserted meanwhile (a conflict) is as good.
+	// ON CONFLICT keeps a row of the new value already there rather than
+	// failing the move: every row of the table is a valid bound.
 	Update: kit.Prepare(`WITH d AS (DELETE FROM {partitions}_bound
 	WHERE partition_id = ?pid AND xid = CAST(CAST(CAST(?old AS bigint) AS text) AS xid8))
 INSERT INTO {partitions}_bound (partition_id, xid) VALUES (?pid, CAST(CAST(CAST(?bound AS bigint) AS text) AS xid8))
