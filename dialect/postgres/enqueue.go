@@ -118,7 +118,7 @@ SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM {o
 	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
 UNION ALL
 SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN {partitions} pa ON pa.id = s.partition_id
-		CROSS JOIN LATERAL (SELECT i.body_id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + boundOf("pa.id") + ` OFFSET 0) i
+		CROSS JOIN LATERAL (SELECT i.body_id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + ` OFFSET 0) i
 	UNION ALL
 	SELECT o.body_id FROM s JOIN {processor} p ON p.partition_id = s.partition_id
 		CROSS JOIN LATERAL (SELECT o.body_id FROM {outgoing} o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o

@@ -23,7 +23,7 @@ FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
 	// read the partition's rows from its bound by (partition_id, xid, id).
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-WHERE i.partition_id = ?pid AND i.xid >= ` + boundOf("?pid") + `
+WHERE i.partition_id = ?pid AND i.xid >= ` + paramBound + `
 	AND b.headers::jsonb @> CAST(?headers AS jsonb)
 ORDER BY i.xid, i.id LIMIT ?limit`),
 	// Counts: one statement, so one snapshot: a message the sequencer
@@ -49,7 +49,7 @@ CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LI
 WHERE o.partition_id = ?pid AND o.seq > ?after AND o.seq <= ?upto AND o.purged = 0
 	AND b.headers::jsonb @> CAST(?headers AS jsonb)`),
 	DeleteIncoming: kit.Inline(`DELETE FROM {incoming}
-WHERE partition_id = ?pid AND xid >= ` + boundOf("?pid") + ` AND id IN (?ids)`),
+WHERE partition_id = ?pid AND xid >= ` + paramBound + ` AND id IN (?ids)`),
 	DeleteBodies: kit.Inline(`DELETE FROM {body} WHERE id IN (?ids)`),
 	Tombstone:    kit.Inline(`UPDATE {outgoing} SET purged = 1 WHERE partition_id = ?pid AND seq IN (?seqs)`),
 	// A tombstone keeps its body row (the id, for WaitProcessed and the

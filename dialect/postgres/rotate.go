@@ -89,9 +89,9 @@ type rotations struct {
 // pa, a live incoming row whose body is in ?gen, from xid ?since on. One
 // text, so that the list of pending partitions can never disagree with
 // the check that refuses the truncation.
-var (
+const (
 	pendingOutgoing = `(SELECT o.seq FROM ?outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL`
-	pendingIncoming = `(SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + boundOf("pa.id") + `
+	pendingIncoming = `(SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + `
 	AND i.xid >= CAST(CAST(?since AS text) AS xid8) AND i.body_gen = ?gen ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL`
 )
 

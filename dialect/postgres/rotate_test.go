@@ -113,11 +113,7 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	ctx := t.Context()
 	db, d, prefix := newRotating(t)
 	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 10))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.ExecContext(ctx, q, args...)
-		require.NoError(t, err)
-	}
+	exec := execer(t, db)
 	// Release 10's rows: seq 1 acked, seq 2 sequenced, one message incoming.
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 1)", bun.Ident(prefix+"processor"))
@@ -210,11 +206,7 @@ func TestMigrateBoundsFromVersion13(t *testing.T) {
 	ctx := t.Context()
 	db, d, prefix := newRotating(t)
 	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 13))
-	exec := func(q string, args ...any) {
-		t.Helper()
-		_, err := db.ExecContext(ctx, q, args...)
-		require.NoError(t, err)
-	}
+	exec := execer(t, db)
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0), (2, 'q', 1)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 0), (2, 0)", bun.Ident(prefix+"processor"))
 	exec("UPDATE ? SET incoming_xid = pg_current_xact_id() WHERE id = 1", bun.Ident(prefix+"partitions"))
@@ -238,4 +230,13 @@ func TestMigrateBoundsFromVersion13(t *testing.T) {
 	after := bounds(1)
 	require.Len(t, after, 1, "the move replaced the bound it read")
 	require.Greater(t, after[0], carried)
+}
+
+// execer runs statements on db that must succeed.
+func execer(t *testing.T, db *bun.DB) func(q string, args ...any) {
+	return func(q string, args ...any) {
+		t.Helper()
+		_, err := db.ExecContext(t.Context(), q, args...)
+		require.NoError(t, err)
+	}
 }

@@ -27,9 +27,9 @@ var statsSQL = kit.StatsSQL{
 	pr.last_error, pr.locked_until, pr.next_attempt_at, pr.parked_at,
 	(SELECT b.created_at FROM {outgoing} o CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 		WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1) AS oldest_outgoing,
-	(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + boundOf("pa.id") + `) AS incoming,
+	(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + `) AS incoming,
 	(SELECT b.created_at FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
-		WHERE i.partition_id = pa.id AND i.xid >= ` + boundOf("pa.id") + ` ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
+		WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + ` ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
 FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
 WHERE ?pid = 0 OR pa.id = ?pid
 ORDER BY pa.queue, pa.partition_no`),

@@ -100,15 +100,17 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (prepared)
--- prepared as: SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top, (COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)::text)::bigint AS bound FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) ORDER BY i.xid, i.id LIMIT $2
+-- prepared as: SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top, (bd.xid::text)::bigint AS bound FROM (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY m.xid, m.id
 -- parameters: pid, limit
-SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid,
+SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top,
-	(COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)::text)::bigint AS bound
-FROM seqbox_incoming i
-WHERE i.partition_id = 7 AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
-ORDER BY i.xid, i.id LIMIT 100;
+	(bd.xid::text)::bigint AS bound
+FROM (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd
+CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
+	WHERE i.partition_id = 7 AND i.xid >= bd.xid
+	ORDER BY i.xid, i.id LIMIT 100) m
+ORDER BY m.xid, m.id;
 
 -- moves.Update (prepared)
 -- prepared as: WITH d AS (DELETE FROM seqbox_partitions_bound WHERE partition_id = $1 AND xid = CAST(CAST(CAST($2 AS bigint) AS text) AS xid8)) INSERT INTO seqbox_partitions_bound (partition_id, xid) VALUES ($1, CAST(CAST(CAST($3 AS bigint) AS text) AS xid8)) ON CONFLICT DO NOTHING
