@@ -200,6 +200,25 @@ func (e *Env) Eventually(what string, cond func() bool) {
 	}
 }
 
+// EventuallyProgressing polls cond until it holds, failing only when
+// progress has not moved for the bound Eventually uses, or the case's
+// context ends: for waits whose length grows with the machine's load
+// (many rounds of work), where a fixed bound on the whole wait would fail
+// a slow run that is still getting on.
+func (e *Env) EventuallyProgressing(what string, progress func() int64, cond func() bool) {
+	e.T.Helper()
+	last, since := progress(), time.Now()
+	for !cond() {
+		if p := progress(); p != last {
+			last, since = p, time.Now()
+		}
+		if time.Since(since) > 60*time.Second || e.Ctx.Err() != nil {
+			e.T.Fatalf("timed out waiting for %s (progress stuck at %d)", what, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Recorder collects deliveries per queue partition, safe for concurrent use.
 type Recorder struct {
 	mu   sync.Mutex
