@@ -51,6 +51,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261128000001", "seqbox_schema_pending_by_partition"},
 		{"20261128000002", "seqbox_schema_incoming_without_primary_key"},
 		{"20261128000003", "seqbox_schema_partition_bounds"},
+		{"20261128000004", "seqbox_schema_processor_versions"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

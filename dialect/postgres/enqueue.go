@@ -114,13 +114,13 @@ type pending struct {
 var pendingSQL = pending{
 	List: kit.Inline(`WITH b AS MATERIALIZED (SELECT id, gen, partition_id FROM {body} WHERE id IN (?ids)),
 s AS MATERIALIZED (SELECT DISTINCT partition_id FROM b WHERE partition_id IS NOT NULL)
-SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM {outgoing} o JOIN {processor} p ON p.partition_id = o.partition_id
+SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM {outgoing} o CROSS JOIN ` + currentRow("o.partition_id", "p") + `
 	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
 UNION ALL
 SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN {partitions} pa ON pa.id = s.partition_id
 		CROSS JOIN LATERAL (SELECT i.body_id FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + ` OFFSET 0) i
 	UNION ALL
-	SELECT o.body_id FROM s JOIN {processor} p ON p.partition_id = s.partition_id
+	SELECT o.body_id FROM s CROSS JOIN ` + currentRow("s.partition_id", "p") + `
 		CROSS JOIN LATERAL (SELECT o.body_id FROM {outgoing} o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o
 	) q ON q.id = b.id`),
 }

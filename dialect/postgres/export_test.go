@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"fmt"
 
 	"github.com/uptrace/bun"
 
@@ -125,4 +126,46 @@ func MoveLock(ctx context.Context, d dialect.Dialect, conn bun.Conn, pids []int6
 func SwitchGenerations(ctx context.Context, d dialect.Dialect, from, to int) (sql.Result, error) {
 	pg := d.(*pgDialect)
 	return pg.Exec(ctx, pg.DB(), rotateSQL.Switch, kit.Args{"from": from, "to": to})
+}
+
+// RenderProcessorStatements renders, for partition pid, the statements
+// that find its processor row on every lease, ack and move, for the
+// external plan test.
+func RenderProcessorStatements(d dialect.Dialect, db *bun.DB, pid int64) (map[string]string, error) {
+	pg := d.(*pgDialect)
+	lease := kit.Args{"owner": "o", "lease_us": int64(60_000_000), "pid": pid, "limit": 1}
+	record := kit.Args{"pid": pid, "seq": int64(0), "attempts": 1, "last_error": "again", "retry_us": int64(0), "park": 0}
+	guarded := kit.Args{"owner": "o"}
+	for k, v := range record {
+		guarded[k] = v
+	}
+	out := map[string]string{}
+	for name, s := range map[string]struct {
+		stmt *kit.Stmt
+		args kit.Args
+	}{
+		"lease":         {leaseSQL.Batch, lease},
+		"lease alone":   {leaseSQL.Returning, lease},
+		"ack":           {leaseSQL.Ack, guarded},
+		"ack and lease": {leaseSQL.AckLease, kit.Args{"owner": "o", "lease_us": int64(60_000_000), "pid": pid, "limit": 1, "seq": int64(0)}},
+		"lock":          {processorSQL.Lock, kit.Args{"pid": pid}},
+		"update":        {processorSQL.Update, record},
+		"ready":         {processorSQL.ReadyList, kit.Args{"pids": kit.IDs([]int64{pid})}},
+		"group lock":    {groupSQL.LockLeasable, kit.Args{"pids": kit.IDs([]int64{pid})}},
+		"group owned":   {groupSQL.LockOwned, kit.Args{"pids": kit.IDs([]int64{pid}), "owner": "o"}},
+	} {
+		q, err := pg.Runner.Render(db.QueryGen(), s.stmt, s.args)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = q
+	}
+	moves, err := RenderMoveReads(d, db, []int64{pid}, 10)
+	if err != nil {
+		return nil, err
+	}
+	for name, q := range moves {
+		out["move: "+name] = q
+	}
+	return out, nil
 }

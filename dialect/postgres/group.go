@@ -13,36 +13,45 @@ import (
 // The writes commit as seqbox's synchronous_commit says, asynchronously
 // by default (see processor.go).
 var groupSQL = kit.GroupSQL{
-	// Skips rows another transaction is leasing; rows come back in
-	// partition order, the order every group locks them in.
-	LockLeasable: kit.Inline(`SELECT partition_id, processed_seq, attempts FROM {processor}
-WHERE partition_id IN (?pids)
+	// Skips rows another transaction is leasing; rows are locked in
+	// partition order (r is sorted, and the nested loop keeps its order),
+	// the order every group locks them in. Each partition's current row
+	// is locked from its own LATERAL subquery, by the range currentParam
+	// describes (see processor.go).
+	LockLeasable: kit.Inline(`SELECT pr.partition_id, pr.processed_seq, pr.attempts
+FROM (SELECT pid FROM unnest(CAST(ARRAY[?pids] AS bigint[])) AS u(pid) ORDER BY pid) r
+CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM {processor}
+	WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + `
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = {processor}.partition_id AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
-ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED`),
+	AND (SELECT o.seq FROM {outgoing} o WHERE o.partition_id = r.pid AND o.seq = {processor}.processed_seq + 1) IS NOT NULL
+	FOR NO KEY UPDATE SKIP LOCKED) pr
+ORDER BY pr.partition_id`),
 	// The always-true set_config condition gives the lease's transaction
 	// seqbox's commit setting at no extra round trip (see processor.go).
-	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner,
+	TakeLease: kit.Inline(`UPDATE {processor} SET locked_by = ?owner, version = version + 1,
 	locked_until = (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond'),
 	lease_limit = (CASE partition_id ?limit_cases END), attempts = attempts + 1
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
+WHERE `+lockedRows+` AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),
 	// The acks wait for the row lock instead of skipping: the rows are ours
 	// unless a lease expired, and a skip would read as a lost lease. top is
 	// the last seq above the cursor, by the primary key backwards (never a
 	// walk of the pruned rows below it), or the cursor.
-	LockOwned: kit.Inline(`SELECT partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
-	WHERE o.partition_id = {processor}.partition_id AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
-FROM {processor} WHERE partition_id IN (?pids) AND locked_by = ?owner
-ORDER BY partition_id FOR NO KEY UPDATE`),
+	LockOwned: kit.Inline(`SELECT pr.partition_id, pr.top
+FROM (SELECT pid FROM unnest(CAST(ARRAY[?pids] AS bigint[])) AS u(pid) ORDER BY pid) r
+CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
+		WHERE o.partition_id = r.pid AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
+	FROM {processor} WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + ` AND locked_by = ?owner
+	FOR NO KEY UPDATE) pr
+ORDER BY pr.partition_id`),
 	// Commits as seqbox's setting says: the always-true set_config
 	// condition sets it for the statement's transaction at no extra round
 	// trip.
-	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, attempts = 0, last_error = NULL,
+	Ack: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, version = version + 1, attempts = 0, last_error = NULL,
 	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
+WHERE `+lockedRows+` AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "}),
 	// The ack and the next lease of the partitions in ?more, as one new
 	// version of each row: a lease taken by a second UPDATE made two, and
@@ -50,13 +59,13 @@ WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST
 	// lookup walks (docs/ARCHITECTURE.md, "Cost that stays flat"). It
 	// commits as seqbox's setting says, set by the always-true set_config
 	// condition at no extra round trip.
-	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, last_error = NULL, next_attempt_at = NULL,
+	AckLease: kit.Inline(`UPDATE {processor} SET processed_seq = CASE partition_id ?cases END, version = version + 1, last_error = NULL, next_attempt_at = NULL,
 	attempts = CASE WHEN partition_id IN (?more) THEN 1 ELSE 0 END,
 	locked_by = CASE WHEN partition_id IN (?more) THEN ?owner END,
 	locked_until = CASE WHEN partition_id IN (?more)
 		THEN (now() + CAST((CASE partition_id ?lease_cases END) AS double precision) * interval '1 microsecond') END,
 	lease_limit = CASE WHEN partition_id IN (?more) THEN (CASE partition_id ?limit_cases END) ELSE lease_limit END
-WHERE partition_id IN (?pids) AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
+WHERE `+lockedRows+` AND set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true) IS NOT NULL`,
 		kit.List{Name: "cases", Item: `WHEN ?pid THEN ?seq`, Sep: " "},
 		kit.List{Name: "lease_cases", Item: `WHEN ?pid THEN ?lease_us`, Sep: " "},
 		kit.List{Name: "limit_cases", Item: `WHEN ?pid THEN ?limit`, Sep: " "}),

@@ -18,7 +18,7 @@ var purgeSQL = kit.PurgeSQL{
 	LockProcessor: kit.Inline(`SELECT processed_seq,
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
 		THEN COALESCE(lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
-FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
+FROM {processor} WHERE ` + currentParam + ` FOR NO KEY UPDATE`),
 	// incoming has no index of id alone (migration 013): both statements
 	// read the partition's rows from its bound by (partition_id, xid, id).
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
@@ -38,7 +38,7 @@ ORDER BY i.xid, i.id LIMIT ?limit`),
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST(?headers AS jsonb)) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
 		THEN COALESCE(pr.lease_limit, CAST(?largest_batch AS BIGINT)) ELSE 0 END AS lease_window
-	FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id WHERE pa.queue = ?queue) p
+	FROM {partitions} pa CROSS JOIN ` + currentRow("pa.id", "pr") + ` WHERE pa.queue = ?queue) p
 ORDER BY p.id`),
 	Outgoing: kit.Inline(`SELECT o.seq, o.body_id FROM {outgoing} o
 CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
@@ -57,7 +57,7 @@ WHERE partition_id = ?pid AND xid >= ` + paramBound + ` AND id IN (?ids)`),
 	BlankBodies: kit.Inline(`UPDATE {body} SET payload = ?payload, headers = NULL, msg_key = NULL WHERE id IN (?ids)`),
 	// Counts the purges that made tombstones: a lease statement that read
 	// its batch from an older snapshot sees it changed (see fresh).
-	CountPurge: kit.Inline(`UPDATE {processor} SET purges = purges + 1 WHERE partition_id = ?pid`),
+	CountPurge: kit.Inline(`UPDATE {processor} SET purges = purges + 1, version = version + 1 WHERE ` + currentParam),
 }
 
 // PurgePartition purges up to p.Limit messages of each stage in one

@@ -78,6 +78,15 @@ type rotations struct {
 	FloorBody     *kit.Stmt
 	FloorOutgoing *kit.Stmt
 	FloorDelete   *kit.Stmt
+	// ProcessorPages reads {processor}'s pages. ProcessorFloor writes
+	// ?rows rows of nearly half a page into it, and ProcessorFloorDelete
+	// deletes them again in the same transaction, leaving their pages
+	// (see processorFloor). They are rows of partitions -1 to -?rows,
+	// which no queue has. AnalyzeProcessor takes its statistics.
+	ProcessorPages       *kit.Stmt
+	ProcessorFloor       *kit.Stmt
+	ProcessorFloorDelete *kit.Stmt
+	AnalyzeProcessor     *kit.Stmt
 	// Analyze takes ?body and ?outgoing's statistics, which also makes
 	// every cached plan that reads them be planned again.
 	Analyze *kit.Stmt
@@ -104,7 +113,7 @@ var rotateSQL = rotations{RotateSQL: kit.RotateSQL{
 	pg_relation_size(to_regclass('{outgoing}_g' || g.gen)) / current_setting('block_size')::bigint AS outgoing_pages
 FROM {generations} g ORDER BY g.gen`),
 	Empty: kit.Inline(`SELECT NOT EXISTS (SELECT 1 FROM ?body) AND NOT EXISTS (SELECT 1 FROM ?outgoing)`),
-	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
+	PendingCursors: kit.Inline(`SELECT pr.partition_id, pr.processed_seq FROM {partitions} pa CROSS JOIN ` + currentRow("pa.id", "pr") + `
 WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming),
 	MarkEmpty: kit.Inline(`UPDATE {generations} SET state = 'empty', truncated_at = now() WHERE gen = ?gen AND state = 'closed'`),
 	// The pair is locked and checked before either row changes: both
@@ -124,10 +133,10 @@ WHERE state = 'current'`),
 	Pruned: kit.Inline(`UPDATE {vacuum_counter} v SET pruned_seq = n.seq
 FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM {outgoing} o
 		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
-	FROM {processor} pr JOIN {vacuum_counter} vc ON vc.partition_id = pr.partition_id) n
+	FROM {vacuum_counter} vc CROSS JOIN ` + currentRow("vc.partition_id", "pr") + `) n
 WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq`),
 },
-	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr WHERE ` + pendingOutgoing + `)
+	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {partitions} pa CROSS JOIN ` + currentRow("pa.id", "pr") + ` WHERE ` + pendingOutgoing + `)
 	OR EXISTS (SELECT 1 FROM {partitions} pa WHERE ` + pendingIncoming + `) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin`),
 	LockTimeout: kit.Inline(`SELECT set_config('lock_timeout', ?timeout, true)`),
@@ -142,7 +151,12 @@ FROM generate_series(1, CAST(?rows AS integer)) i`),
 	FloorDelete: kit.Inline(`WITH b AS (DELETE FROM ?body WHERE id IN (SELECT convert_to(?marker, 'UTF8') || int4send(i)
 	FROM generate_series(1, CAST(?rows AS integer)) i))
 DELETE FROM ?outgoing WHERE partition_id = -1`),
-	Analyze: kit.Inline(`ANALYZE ?body, ?outgoing`),
+	Analyze:        kit.Inline(`ANALYZE ?body, ?outgoing`),
+	ProcessorPages: kit.Inline(`SELECT pg_relation_size(to_regclass('{processor}')) / current_setting('block_size')::bigint`),
+	ProcessorFloor: kit.Inline(`INSERT INTO {processor} (partition_id, version, last_error)
+SELECT -i, 0, repeat('x', 1900) FROM generate_series(1, CAST(?rows AS integer)) i`),
+	ProcessorFloorDelete: kit.Inline(`DELETE FROM {processor} WHERE partition_id < 0`),
+	AnalyzeProcessor:     kit.Inline(`ANALYZE {processor}`),
 }
 
 // floorPages is the size below which no generation's table is left, so
@@ -281,6 +295,39 @@ func (d *pgDialect) floor(ctx context.Context, tx bun.Tx, g int) error {
 	return nil
 }
 
+// processorFloor writes the processor table's floor of floorPages pages
+// if it is smaller than half of that, for the reason the generations have
+// theirs: with statistics of a table of one page (16 rows, after any
+// VACUUM or ANALYZE) every statement that reads it by partition was
+// planned as a sequential scan, of every row version a held snapshot
+// keeps; the probes of the current version (processor.go) need the
+// planner to prefer the primary key. The table's fillfactor is 50, so
+// a row of nearly half a page fills an insert's share of one: two rows a
+// page. vacuum_truncate = off (migration 004) keeps the pages.
+func (d *pgDialect) processorFloor(ctx context.Context) error {
+	var pages int64
+	if err := d.Query(ctx, d.DB(), rotateSQL.ProcessorPages, nil, &pages); err != nil {
+		return err
+	}
+	if pages >= floorPages/2 {
+		return nil
+	}
+	err := d.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if _, err := d.Exec(ctx, tx, rotateSQL.ProcessorFloor, kit.Args{"rows": 2 * floorPages}); err != nil {
+			return err
+		}
+		_, err := d.Exec(ctx, tx, rotateSQL.ProcessorFloorDelete, nil)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("seqbox: floor of the processor table: %w", err)
+	}
+	if _, err := d.Exec(ctx, d.DB(), rotateSQL.AnalyzeProcessor, nil); err != nil {
+		return fmt.Errorf("seqbox: analyze the processor table: %w", err)
+	}
+	return nil
+}
+
 // restoreFloors writes the floor of every generation, in rows, whose
 // tables are smaller than half of floorPages: new ones (migration 011
 // creates them empty), and any an operator rewrote (VACUUM FULL, CLUSTER)
@@ -288,7 +335,11 @@ func (d *pgDialect) floor(ctx context.Context, tx bun.Tx, g int) error {
 // elsewhere, and the probe wins from 12 pages already. Then it analyzes
 // them, so that plans made while they looked empty are made again.
 // Truncation writes its own floor; this only restores one.
+// First it restores the processor table's (processorFloor).
 func (d *pgDialect) restoreFloors(ctx context.Context, rows []kit.GenRow) error {
+	if err := d.processorFloor(ctx); err != nil {
+		return err
+	}
 	for _, r := range rows {
 		if r.BodyPages >= floorPages/2 && r.OutgoingPages >= floorPages/2 {
 			continue

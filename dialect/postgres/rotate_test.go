@@ -232,6 +232,62 @@ func TestMigrateBoundsFromVersion13(t *testing.T) {
 	require.Greater(t, after[0], carried)
 }
 
+// TestMigrateProcessorVersionsFromVersion14: migration 15 keys the
+// processor row by (partition_id, version), each row at version 0 with its
+// state, and writes the table's floor of pages. A process of the earlier
+// release still running updates the row in place and stays correct; one
+// registering queues fails instead of adding a second row. Registration
+// after the rows moved past version 0 adds none.
+func TestMigrateProcessorVersionsFromVersion14(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 14))
+	exec := execer(t, db)
+	processor := bun.Ident(prefix + "processor")
+	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0), (2, 'q', 1)", bun.Ident(prefix+"partitions"))
+	exec("INSERT INTO ? (partition_id, processed_seq, attempts, last_error) VALUES (1, 0, 2, 'boom'), (2, 5, 0, NULL)", processor)
+	exec("INSERT INTO ? (partition_id) VALUES (1), (2)", bun.Ident(prefix+"vacuum_counter"))
+	exec("INSERT INTO ? (id, payload_type, payload) VALUES (?, 't', 'x')", bun.Ident(prefix+"body"), []byte{1})
+	exec("INSERT INTO ? (partition_id, body_id) VALUES (1, ?)", bun.Ident(prefix+"incoming"), []byte{1})
+
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	moved, err := d.SequenceMove(ctx, &dialect.SequenceMoveParams{PartitionID: 1, Limit: 10})
+	require.NoError(t, err)
+	require.Equal(t, 1, moved.Moved)
+	type row struct {
+		PartitionID  int64 `bun:"partition_id"`
+		Version      int64 `bun:"version"`
+		ProcessedSeq int64 `bun:"processed_seq"`
+		Attempts     int   `bun:"attempts"`
+	}
+	rows := func() []row {
+		var out []row
+		require.NoError(t, db.NewRaw("SELECT partition_id, version, processed_seq, attempts FROM ? ORDER BY partition_id", processor).Scan(ctx, &out))
+		return out
+	}
+	require.Equal(t, []row{{1, 0, 0, 2}, {2, 0, 5, 0}}, rows(), "the state carried over, at version 0")
+	var pages int64
+	require.NoError(t, db.NewRaw("SELECT pg_relation_size(?) / 8192", prefix+"processor").Scan(ctx, &pages))
+	require.GreaterOrEqual(t, pages, int64(32), "the floor of pages")
+
+	_, err = db.ExecContext(ctx, "INSERT INTO ? (partition_id) VALUES (1) ON CONFLICT DO NOTHING", processor)
+	require.ErrorContains(t, err, "23502", "an earlier release's registration fails")
+	exec("UPDATE ? SET attempts = 3 WHERE partition_id = 1", processor) // an earlier release's write, in place
+
+	lease, err := d.ProcessorLease(ctx, &dialect.ProcessorLeaseParams{PartitionID: 1, Owner: "o", Duration: time.Minute, Limit: 10})
+	require.NoError(t, err)
+	require.True(t, lease.Leased)
+	require.Equal(t, 3, lease.State.Attempts, "the lease reads the row the earlier release wrote")
+	require.Len(t, lease.Messages, 1)
+	require.NoError(t, d.ProcessorAck(ctx, &dialect.ProcessorUpdateParams{PartitionID: 1, Owner: "o", ProcessedSeq: 1}))
+	require.Equal(t, []row{{1, 2, 1, 0}, {2, 0, 5, 0}}, rows(), "a new version per write, one row per partition")
+
+	_, err = d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 2}}})
+	require.NoError(t, err)
+	require.Len(t, rows(), 2, "registration adds no row beside a current one")
+}
+
 // execer runs statements on db that must succeed.
 func execer(t *testing.T, db *bun.DB) func(q string, args ...any) {
 	return func(q string, args ...any) {

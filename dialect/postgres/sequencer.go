@@ -142,7 +142,7 @@ FOR NO KEY UPDATE SKIP LOCKED`),
 	// against 0.06 ms for the first 100 by index).
 	Select: kit.Prepare(`SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid,
 	(SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid) AS top,
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM {processor} pr WHERE pr.partition_id = ?pid ORDER BY pr.version DESC LIMIT 1) AS top,
 	(bd.xid::text)::bigint AS bound
 FROM (SELECT ` + paramBound + ` AS xid OFFSET 0) bd
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM {incoming} i
@@ -179,7 +179,7 @@ FROM unnest(CAST(?pids AS bigint[])) AS r(pid)
 CROSS JOIN LATERAL (SELECT ` + boundHead + `r.pid` + boundTail + ` AS xid OFFSET 0) bd
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM {outgoing} o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
-	FROM {processor} pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
+	FROM {processor} pr WHERE pr.partition_id = r.pid ORDER BY pr.version DESC LIMIT 1) t ON true
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM {incoming} i
 	WHERE i.partition_id = r.pid AND i.xid >= bd.xid
 	ORDER BY i.xid, i.id LIMIT ?limit) m

@@ -30,7 +30,7 @@ var statsSQL = kit.StatsSQL{
 	(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + `) AS incoming,
 	(SELECT b.created_at FROM {incoming} i CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 		WHERE i.partition_id = pa.id AND i.xid >= ` + partitionBound + ` ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
-FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
+FROM {partitions} pa CROSS JOIN ` + currentRow("pa.id", "pr") + `
 WHERE ?pid = 0 OR pa.id = ?pid
 ORDER BY pa.queue, pa.partition_no`),
 	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}
@@ -44,17 +44,17 @@ WHERE ?pid = 0 OR partition_id = ?pid GROUP BY partition_id, status`),
 	FailingList: kit.Inline(`SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error,
 	pr.next_attempt_at, pr.parked_at,
 	CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
+FROM {partitions} pa CROSS JOIN ` + currentRow("pa.id", "pr") + `
 WHERE pr.parked_at IS NOT NULL OR pr.next_attempt_at IS NOT NULL OR COALESCE(pr.last_error, '') <> ''
 ORDER BY pa.queue, pa.partition_no`),
 	AdminRead: kit.Inline(`SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 	CASE WHEN locked_until IS NOT NULL AND locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM {processor} WHERE partition_id = ?pid`),
+FROM {processor} WHERE partition_id = ?pid ORDER BY version DESC LIMIT 1`),
 	// The lock waits: an operator's action queues behind another's, then
 	// sees the row as that one left it.
 	AdminLock: kit.Inline(`SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 	CASE WHEN locked_until IS NOT NULL AND locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM {processor} WHERE partition_id = ?pid FOR NO KEY UPDATE`),
+FROM {processor} WHERE ` + currentParam + ` FOR NO KEY UPDATE`),
 }
 
 // statsSettings is the settings PartitionStats runs under.

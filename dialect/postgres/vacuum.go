@@ -51,7 +51,7 @@ type vacuums struct {
 
 var vacuumSQL = vacuums{
 	Counters: kit.Inline(`SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM {vacuum_counter} v
-JOIN {processor} p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+CROSS JOIN ` + currentRow("v.partition_id", "p") + ` WHERE p.processed_seq > v.pruned_seq
 	AND NOT EXISTS (SELECT 1 FROM {generations} g WHERE g.prune_held_until > now())`),
 	DeleteSettings: kit.Inline(`SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
 	set_config('synchronous_commit', COALESCE(CAST(?sync_commit AS text), current_setting('synchronous_commit')), true)`),

@@ -27,7 +27,10 @@ SELECT id, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORDER BY p
 INSERT INTO seqbox_partitions (queue, partition_no) VALUES ('orders', 0), ('orders', 0) ON CONFLICT DO NOTHING;
 
 -- RegisterSQL.InsertProcessors (inlined)
-INSERT INTO seqbox_processor (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
+INSERT INTO seqbox_processor (partition_id, version)
+SELECT v.pid, 0 FROM (VALUES (CAST(7 AS bigint)), (CAST(7 AS bigint))) AS v(pid)
+WHERE NOT EXISTS (SELECT 1 FROM seqbox_processor p WHERE p.partition_id = v.pid)
+ON CONFLICT DO NOTHING;
 
 -- RegisterSQL.InsertVacuumCounters (inlined)
 INSERT INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
@@ -59,13 +62,13 @@ SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), C
 -- pending.List (inlined)
 WITH b AS MATERIALIZED (SELECT id, gen, partition_id FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80')),
 s AS MATERIALIZED (SELECT DISTINCT partition_id FROM b WHERE partition_id IS NOT NULL)
-SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM seqbox_outgoing o JOIN seqbox_processor p ON p.partition_id = o.partition_id
+SELECT b.id FROM b WHERE b.partition_id IS NULL AND NOT EXISTS (SELECT 1 FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = o.partition_id ORDER BY version DESC LIMIT 1) p
 	WHERE o.gen = b.gen AND o.body_id = b.id AND o.seq <= p.processed_seq)
 UNION ALL
 SELECT b.id FROM b JOIN (SELECT i.body_id AS id FROM s JOIN seqbox_partitions pa ON pa.id = s.partition_id
 		CROSS JOIN LATERAL (SELECT i.body_id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) OFFSET 0) i
 	UNION ALL
-	SELECT o.body_id FROM s JOIN seqbox_processor p ON p.partition_id = s.partition_id
+	SELECT o.body_id FROM s CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = s.partition_id ORDER BY version DESC LIMIT 1) p
 		CROSS JOIN LATERAL (SELECT o.body_id FROM seqbox_outgoing o WHERE o.partition_id = p.partition_id AND o.seq > p.processed_seq OFFSET 0) o
 	) q ON q.id = b.id;
 
@@ -100,11 +103,11 @@ WHERE id = 7
 FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.Select (prepared)
--- prepared as: SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1) AS top, (bd.xid::text)::bigint AS bound FROM (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY m.xid, m.id
+-- prepared as: SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid, (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = $1 ORDER BY pr.version DESC LIMIT 1) AS top, (bd.xid::text)::bigint AS bound FROM (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = $1 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = $1 AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY m.xid, m.id
 -- parameters: pid, limit
 SELECT m.id, m.tid, m.body_id, m.body_gen, m.xid,
 	(SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
-		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7) AS top,
+		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) FROM seqbox_processor pr WHERE pr.partition_id = 7 ORDER BY pr.version DESC LIMIT 1) AS top,
 	(bd.xid::text)::bigint AS bound
 FROM (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
@@ -131,14 +134,14 @@ WHERE id = ANY(CAST('{7,8}' AS bigint[]))
 ORDER BY id FOR NO KEY UPDATE SKIP LOCKED;
 
 -- moves.ManySelect (prepared)
--- prepared as: SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid FROM unnest(CAST($1 AS bigint[])) AS r(pid) CROSS JOIN LATERAL (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = r.pid ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = r.pid AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY r.pid, m.xid, m.id
+-- prepared as: SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid FROM unnest(CAST($1 AS bigint[])) AS r(pid) CROSS JOIN LATERAL (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = r.pid ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top FROM seqbox_processor pr WHERE pr.partition_id = r.pid ORDER BY pr.version DESC LIMIT 1) t ON true CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i WHERE i.partition_id = r.pid AND i.xid >= bd.xid ORDER BY i.xid, i.id LIMIT $2) m ORDER BY r.pid, m.xid, m.id
 -- parameters: pids, limit
 SELECT r.pid AS partition_id, (bd.xid::text)::bigint AS bound, t.top, m.id, m.tid, m.body_id, m.body_gen, m.xid
 FROM unnest(CAST('{7,8}' AS bigint[])) AS r(pid)
 CROSS JOIN LATERAL (SELECT COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = r.pid ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AS xid OFFSET 0) bd
 LEFT JOIN LATERAL (SELECT COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq
 		ORDER BY o.seq DESC LIMIT 1), pr.processed_seq) AS top
-	FROM seqbox_processor pr WHERE pr.partition_id = r.pid LIMIT 1) t ON true
+	FROM seqbox_processor pr WHERE pr.partition_id = r.pid ORDER BY pr.version DESC LIMIT 1) t ON true
 CROSS JOIN LATERAL (SELECT i.id, i.ctid::text AS tid, i.body_id, i.body_gen, (i.xid::text)::bigint AS xid FROM seqbox_incoming i
 	WHERE i.partition_id = r.pid AND i.xid >= bd.xid
 	ORDER BY i.xid, i.id LIMIT 100) m
@@ -167,17 +170,17 @@ FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[]), CAST('{"
 DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST('{"(0,1)","(0,2)"}' AS tid[]));
 
 -- ProcessorSQL.ReadyList (inlined)
-SELECT pr.partition_id FROM seqbox_processor pr
-WHERE pr.partition_id IN (7, 8)
-	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
+SELECT pr.partition_id FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS r(pid)
+CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = r.pid ORDER BY version DESC LIMIT 1) pr
+WHERE (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now());
 
 -- ProcessorSQL.Lock (prepared)
--- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE partition_id = $1 AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $1 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($2 AS text), current_setting('synchronous_commit')), true) IS NOT NULL FOR NO KEY UPDATE SKIP LOCKED
+-- prepared as: SELECT processed_seq, attempts FROM seqbox_processor WHERE seqbox_processor.partition_id = $1 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $1 ORDER BY pv.version DESC LIMIT 1) AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $1 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($2 AS text), current_setting('synchronous_commit')), true) IS NOT NULL FOR NO KEY UPDATE SKIP LOCKED
 -- parameters: pid, sync_commit
 SELECT processed_seq, attempts FROM seqbox_processor
-WHERE partition_id = 7
+WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1)
 	AND parked_at IS NULL AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
@@ -191,20 +194,20 @@ FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = 
 WHERE o.partition_id = 7 AND o.seq > 41 ORDER BY o.seq LIMIT 100;
 
 -- ProcessorSQL.Update (prepared)
--- prepared as: UPDATE seqbox_processor SET processed_seq = $1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS BIGINT) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE partition_id = $6
+-- prepared as: UPDATE seqbox_processor SET processed_seq = $1, version = version + 1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS BIGINT) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE seqbox_processor.partition_id = $6 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $6 ORDER BY pv.version DESC LIMIT 1)
 -- parameters: seq, attempts, last_error, retry_us, park, pid
-UPDATE seqbox_processor SET processed_seq = 42, attempts = 2, last_error = 'handler: timeout',
+UPDATE seqbox_processor SET processed_seq = 42, version = version + 1, attempts = 2, last_error = 'handler: timeout',
 	next_attempt_at = CASE WHEN CAST(2000000 AS BIGINT) > 0 THEN (now() + CAST(2000000 AS double precision) * interval '1 microsecond') END,
 	parked_at = CASE WHEN CAST(0 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
-WHERE partition_id = 7;
+WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1);
 
 -- ProcessorSQL.UpdateGuarded (prepared)
--- prepared as: UPDATE seqbox_processor SET processed_seq = $1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS BIGINT) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE partition_id = $6 AND locked_by = $7
+-- prepared as: UPDATE seqbox_processor SET processed_seq = $1, version = version + 1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS BIGINT) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE seqbox_processor.partition_id = $6 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $6 ORDER BY pv.version DESC LIMIT 1) AND locked_by = $7
 -- parameters: seq, attempts, last_error, retry_us, park, pid, owner
-UPDATE seqbox_processor SET processed_seq = 42, attempts = 2, last_error = 'handler: timeout',
+UPDATE seqbox_processor SET processed_seq = 42, version = version + 1, attempts = 2, last_error = 'handler: timeout',
 	next_attempt_at = CASE WHEN CAST(2000000 AS BIGINT) > 0 THEN (now() + CAST(2000000 AS double precision) * interval '1 microsecond') END,
 	parked_at = CASE WHEN CAST(0 AS BIGINT) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
-WHERE partition_id = 7 AND locked_by = 'host-1:4242';
+WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) AND locked_by = 'host-1:4242';
 
 -- ProcessorSQL.DeadLetters.Insert (inlined)
 INSERT INTO seqbox_dead_letters (partition_id, seq, message_id, msg_key, payload_type, payload, headers,
@@ -215,18 +218,18 @@ RETURNING id, partition_id, seq;
 UPDATE seqbox_dead_letters SET status = 'resolved', completed_at = now() WHERE status = 'replayed' AND replay_id IN ('\x019b3c81');
 
 -- leases.Batch (prepared)
--- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($5 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $4) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
+-- prepared as: WITH l AS (UPDATE seqbox_processor SET locked_by = $1, version = version + 1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE seqbox_processor.partition_id = $4 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $4 ORDER BY pv.version DESC LIMIT 1) AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL AND set_config('synchronous_commit', COALESCE(CAST($5 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges) SELECT l.processed_seq, l.attempts, l.purges, (SELECT pv.purges FROM seqbox_processor pv WHERE pv.partition_id = $4 ORDER BY pv.version DESC LIMIT 1) AS seen_purges, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $4 AND o.seq > l.processed_seq ORDER BY o.seq LIMIT $3) m ON true ORDER BY m.seq
 -- parameters: owner, lease_us, limit, pid, sync_commit
-WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242',
+WITH l AS (UPDATE seqbox_processor SET locked_by = 'host-1:4242', version = version + 1,
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
 	lease_limit = 100, attempts = attempts + 1
-	WHERE partition_id = 7
+	WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges)
-SELECT l.processed_seq, l.attempts, l.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges,
+SELECT l.processed_seq, l.attempts, l.purges, (SELECT pv.purges FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) AS seen_purges,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
@@ -234,28 +237,28 @@ FROM l LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payloa
 ORDER BY m.seq;
 
 -- leases.Ack (prepared)
--- prepared as: UPDATE seqbox_processor SET processed_seq = $1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS bigint) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE partition_id = $6 AND (CAST($7 AS text) = '' OR locked_by = $7) AND set_config('synchronous_commit', COALESCE(CAST($8 AS text), current_setting('synchronous_commit')), true) IS NOT NULL
+-- prepared as: UPDATE seqbox_processor SET processed_seq = $1, version = version + 1, attempts = $2, last_error = $3, next_attempt_at = CASE WHEN CAST($4 AS bigint) > 0 THEN (now() + CAST($4 AS double precision) * interval '1 microsecond') END, parked_at = CASE WHEN CAST($5 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL WHERE seqbox_processor.partition_id = $6 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $6 ORDER BY pv.version DESC LIMIT 1) AND (CAST($7 AS text) = '' OR locked_by = $7) AND set_config('synchronous_commit', COALESCE(CAST($8 AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 -- parameters: seq, attempts, last_error, retry_us, park, pid, owner, sync_commit
-UPDATE seqbox_processor SET processed_seq = 42, attempts = 2, last_error = 'handler: timeout',
+UPDATE seqbox_processor SET processed_seq = 42, version = version + 1, attempts = 2, last_error = 'handler: timeout',
 	next_attempt_at = CASE WHEN CAST(2000000 AS bigint) > 0 THEN (now() + CAST(2000000 AS double precision) * interval '1 microsecond') END,
 	parked_at = CASE WHEN CAST(0 AS bigint) > 0 THEN now() END, locked_by = NULL, locked_until = NULL
-WHERE partition_id = 7 AND (CAST('host-1:4242' AS text) = '' OR locked_by = 'host-1:4242')
+WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) AND (CAST('host-1:4242' AS text) = '' OR locked_by = 'host-1:4242')
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- leases.AckLease (prepared)
--- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE partition_id = $1 AND locked_by = $5 AND set_config('synchronous_commit', COALESCE(CAST($6 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = $1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
+-- prepared as: WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = $1 AND seq = CAST($2 AS bigint) + 1) IS NOT NULL AS more), u AS (UPDATE seqbox_processor SET processed_seq = $2, version = version + 1, attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END, last_error = NULL, next_attempt_at = NULL, locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END, locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST($3 AS double precision) * interval '1 microsecond') END, lease_limit = $4 WHERE seqbox_processor.partition_id = $1 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $1 ORDER BY pv.version DESC LIMIT 1) AND locked_by = $5 AND set_config('synchronous_commit', COALESCE(CAST($6 AS text), current_setting('synchronous_commit')), true) IS NOT NULL RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased) SELECT u.processed_seq, u.attempts, u.purges, (SELECT pv.purges FROM seqbox_processor pv WHERE pv.partition_id = $1 ORDER BY pv.version DESC LIMIT 1) AS seen_purges, u.leased, m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = $1 AND o.seq > u.processed_seq AND u.leased ORDER BY o.seq LIMIT $4) m ON true ORDER BY m.seq
 -- parameters: pid, seq, lease_us, limit, owner, sync_commit
 WITH s AS (SELECT (SELECT seq FROM seqbox_outgoing WHERE partition_id = 7 AND seq = CAST(42 AS bigint) + 1) IS NOT NULL AS more),
-u AS (UPDATE seqbox_processor SET processed_seq = 42,
+u AS (UPDATE seqbox_processor SET processed_seq = 42, version = version + 1,
 	attempts = CASE WHEN (SELECT more FROM s) THEN 1 ELSE 0 END,
 	last_error = NULL, next_attempt_at = NULL,
 	locked_by = CASE WHEN (SELECT more FROM s) THEN locked_by END,
 	locked_until = CASE WHEN (SELECT more FROM s) THEN (now() + CAST(30000000 AS double precision) * interval '1 microsecond') END,
 	lease_limit = 100
-	WHERE partition_id = 7 AND locked_by = 'host-1:4242'
+	WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) AND locked_by = 'host-1:4242'
 	AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL
 	RETURNING processed_seq, attempts, purges, locked_by IS NOT NULL AS leased)
-SELECT u.processed_seq, u.attempts, u.purges, (SELECT purges FROM seqbox_processor WHERE partition_id = 7) AS seen_purges, u.leased,
+SELECT u.processed_seq, u.attempts, u.purges, (SELECT pv.purges FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) AS seen_purges, u.leased,
 	m.seq, m.body_id, m.purged, m.msg_key, m.payload_type, m.payload, m.headers, m.created_at
 FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at
 	FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
@@ -263,50 +266,59 @@ FROM u LEFT JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payloa
 ORDER BY m.seq;
 
 -- leases.Returning (prepared)
--- prepared as: UPDATE seqbox_processor SET locked_by = $1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE partition_id = $4 AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL RETURNING processed_seq, attempts
+-- prepared as: UPDATE seqbox_processor SET locked_by = $1, version = version + 1, locked_until = (now() + CAST($2 AS double precision) * interval '1 microsecond'), lease_limit = $3, attempts = attempts + 1 WHERE seqbox_processor.partition_id = $4 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = $4 ORDER BY pv.version DESC LIMIT 1) AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = $4 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL RETURNING processed_seq, attempts
 -- parameters: owner, lease_us, limit, pid
-UPDATE seqbox_processor SET locked_by = 'host-1:4242',
+UPDATE seqbox_processor SET locked_by = 'host-1:4242', version = version + 1,
 	locked_until = (now() + CAST(30000000 AS double precision) * interval '1 microsecond'),
 	lease_limit = 100, attempts = attempts + 1
-WHERE partition_id = 7
+WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts;
 
 -- GroupSQL.LockLeasable (inlined)
-SELECT partition_id, processed_seq, attempts FROM seqbox_processor
-WHERE partition_id IN (7, 8)
+SELECT pr.partition_id, pr.processed_seq, pr.attempts
+FROM (SELECT pid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS u(pid) ORDER BY pid) r
+CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM seqbox_processor
+	WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
 	AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = seqbox_processor.partition_id AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
-ORDER BY partition_id FOR NO KEY UPDATE SKIP LOCKED;
+	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
+	FOR NO KEY UPDATE SKIP LOCKED) pr
+ORDER BY pr.partition_id;
 
 -- GroupSQL.TakeLease (inlined)
-UPDATE seqbox_processor SET locked_by = 'host-1:4242',
+UPDATE seqbox_processor SET locked_by = 'host-1:4242', version = version + 1,
 	locked_until = (now() + CAST((CASE partition_id WHEN 7 THEN 30000000 WHEN 7 THEN 30000000 END) AS double precision) * interval '1 microsecond'),
 	lease_limit = (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END), attempts = attempts + 1
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
+WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS r(pid)
+	CROSS JOIN LATERAL (SELECT ctid FROM seqbox_processor WHERE partition_id = r.pid ORDER BY version DESC LIMIT 1) c)) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.LockOwned (inlined)
-SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
-	WHERE o.partition_id = seqbox_processor.partition_id AND o.seq > seqbox_processor.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
-FROM seqbox_processor WHERE partition_id IN (7, 8) AND locked_by = 'host-1:4242'
-ORDER BY partition_id FOR NO KEY UPDATE;
+SELECT pr.partition_id, pr.top
+FROM (SELECT pid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS u(pid) ORDER BY pid) r
+CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
+		WHERE o.partition_id = r.pid AND o.seq > seqbox_processor.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
+	FROM seqbox_processor WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1) AND locked_by = 'host-1:4242'
+	FOR NO KEY UPDATE) pr
+ORDER BY pr.partition_id;
 
 -- GroupSQL.Ack (inlined)
-UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, attempts = 0, last_error = NULL,
+UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, version = version + 1, attempts = 0, last_error = NULL,
 	next_attempt_at = NULL, locked_by = NULL, locked_until = NULL
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
+WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS r(pid)
+	CROSS JOIN LATERAL (SELECT ctid FROM seqbox_processor WHERE partition_id = r.pid ORDER BY version DESC LIMIT 1) c)) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.AckLease (inlined)
-UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, last_error = NULL, next_attempt_at = NULL,
+UPDATE seqbox_processor SET processed_seq = CASE partition_id WHEN 7 THEN 42 WHEN 7 THEN 42 END, version = version + 1, last_error = NULL, next_attempt_at = NULL,
 	attempts = CASE WHEN partition_id IN (7) THEN 1 ELSE 0 END,
 	locked_by = CASE WHEN partition_id IN (7) THEN 'host-1:4242' END,
 	locked_until = CASE WHEN partition_id IN (7)
 		THEN (now() + CAST((CASE partition_id WHEN 7 THEN 30000000 WHEN 7 THEN 30000000 END) AS double precision) * interval '1 microsecond') END,
 	lease_limit = CASE WHEN partition_id IN (7) THEN (CASE partition_id WHEN 7 THEN 100 WHEN 7 THEN 100 END) ELSE lease_limit END
-WHERE partition_id IN (7, 8) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
+WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS r(pid)
+	CROSS JOIN LATERAL (SELECT ctid FROM seqbox_processor WHERE partition_id = r.pid ORDER BY version DESC LIMIT 1) c)) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
 -- GroupSQL.ReadRanges (prepared)
 -- prepared as: SELECT r.pid AS partition_id, o.seq, o.body_id, o.purged, o.msg_key, o.payload_type, o.payload, o.headers, o.created_at FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bigint[])) AS r(pid, lo, hi) CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM seqbox_outgoing o CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = o.body_id AND gen = o.gen LIMIT 1) b WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT $4) o
@@ -424,7 +436,7 @@ SELECT id FROM seqbox_partitions WHERE id = 7 FOR NO KEY UPDATE;
 SELECT processed_seq,
 	CASE WHEN locked_until IS NOT NULL AND locked_until > now()
 		THEN COALESCE(lease_limit, CAST(100 AS BIGINT)) ELSE 0 END AS lease_window
-FROM seqbox_processor WHERE partition_id = 7 FOR NO KEY UPDATE;
+FROM seqbox_processor WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) FOR NO KEY UPDATE;
 
 -- PurgeSQL.Incoming (inlined)
 SELECT i.id, i.body_id FROM seqbox_incoming i
@@ -444,7 +456,7 @@ SELECT p.id AS partition_id,
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq + p.lease_window AND o.purged = 0 AND b.headers::jsonb @> CAST('{"tenant":"acme"}' AS jsonb)) AS outgoing
 FROM (SELECT pa.id, pr.processed_seq, CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until > now()
 		THEN COALESCE(pr.lease_limit, CAST(100 AS BIGINT)) ELSE 0 END AS lease_window
-	FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id WHERE pa.queue = 'orders') p
+	FROM seqbox_partitions pa CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = pa.id ORDER BY version DESC LIMIT 1) pr WHERE pa.queue = 'orders') p
 ORDER BY p.id;
 
 -- PurgeSQL.Outgoing (inlined)
@@ -473,11 +485,11 @@ UPDATE seqbox_outgoing SET purged = 1 WHERE partition_id = 7 AND seq IN (42, 43)
 UPDATE seqbox_body SET payload = '\x', headers = NULL, msg_key = NULL WHERE id IN ('\x019b3c7f', '\x019b3c80');
 
 -- PurgeSQL.CountPurge (inlined)
-UPDATE seqbox_processor SET purges = purges + 1 WHERE partition_id = 7;
+UPDATE seqbox_processor SET purges = purges + 1, version = version + 1 WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1);
 
 -- vacuums.Counters (inlined)
 SELECT v.partition_id, v.pruned_seq, p.processed_seq FROM seqbox_vacuum_counter v
-JOIN seqbox_processor p ON p.partition_id = v.partition_id WHERE p.processed_seq > v.pruned_seq
+CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = v.partition_id ORDER BY version DESC LIMIT 1) p WHERE p.processed_seq > v.pruned_seq
 	AND NOT EXISTS (SELECT 1 FROM seqbox_generations g WHERE g.prune_held_until > now());
 
 -- vacuums.DeleteSettings (inlined)
@@ -518,7 +530,7 @@ FROM seqbox_generations g ORDER BY g.gen;
 SELECT NOT EXISTS (SELECT 1 FROM "seqbox_body_g1") AND NOT EXISTS (SELECT 1 FROM "seqbox_outgoing_g1");
 
 -- rotations.RotateSQL.PendingCursors (inlined)
-SELECT pr.partition_id, pr.processed_seq FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
+SELECT pr.partition_id, pr.processed_seq FROM seqbox_partitions pa CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = pa.id ORDER BY version DESC LIMIT 1) pr
 WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL OR (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL;
 
@@ -547,11 +559,11 @@ WHERE state = 'current';
 UPDATE seqbox_vacuum_counter v SET pruned_seq = n.seq
 FROM (SELECT pr.partition_id, LEAST(pr.processed_seq, COALESCE((SELECT o.seq FROM seqbox_outgoing o
 		WHERE o.partition_id = pr.partition_id AND o.seq > vc.pruned_seq ORDER BY o.seq LIMIT 1) - 1, pr.processed_seq)) AS seq
-	FROM seqbox_processor pr JOIN seqbox_vacuum_counter vc ON vc.partition_id = pr.partition_id) n
+	FROM seqbox_vacuum_counter vc CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = vc.partition_id ORDER BY version DESC LIMIT 1) pr) n
 WHERE v.partition_id = n.partition_id AND v.pruned_seq < n.seq;
 
 -- rotations.Pending (inlined)
-SELECT EXISTS (SELECT 1 FROM seqbox_processor pr WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
+SELECT EXISTS (SELECT 1 FROM seqbox_partitions pa CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = pa.id ORDER BY version DESC LIMIT 1) pr WHERE (SELECT o.seq FROM "seqbox_outgoing_g1" o WHERE o.partition_id = pr.partition_id AND o.seq > pr.processed_seq ORDER BY o.seq LIMIT 1) IS NOT NULL)
 	OR EXISTS (SELECT 1 FROM seqbox_partitions pa WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)
 	AND i.xid >= CAST(CAST(7420 AS text) AS xid8) AND i.body_gen = 1 ORDER BY i.xid, i.id LIMIT 1) IS NOT NULL) AS pending,
 	(pg_snapshot_xmin(pg_current_snapshot())::text)::bigint AS xmin;
@@ -580,6 +592,19 @@ WITH b AS (DELETE FROM "seqbox_body_g1" WHERE id IN (SELECT convert_to('seqbox-f
 	FROM generate_series(1, CAST(256 AS integer)) i))
 DELETE FROM "seqbox_outgoing_g1" WHERE partition_id = -1;
 
+-- rotations.ProcessorPages (inlined)
+SELECT pg_relation_size(to_regclass('seqbox_processor')) / current_setting('block_size')::bigint;
+
+-- rotations.ProcessorFloor (inlined)
+INSERT INTO seqbox_processor (partition_id, version, last_error)
+SELECT -i, 0, repeat('x', 1900) FROM generate_series(1, CAST(128 AS integer)) i;
+
+-- rotations.ProcessorFloorDelete (inlined)
+DELETE FROM seqbox_processor WHERE partition_id < 0;
+
+-- rotations.AnalyzeProcessor (inlined)
+ANALYZE seqbox_processor;
+
 -- rotations.Analyze (inlined)
 ANALYZE "seqbox_body_g1", "seqbox_outgoing_g1";
 
@@ -593,7 +618,7 @@ SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts,
 	(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8)) AS incoming,
 	(SELECT b.created_at FROM seqbox_incoming i CROSS JOIN LATERAL (SELECT * FROM seqbox_body WHERE id = i.body_id AND gen = i.body_gen LIMIT 1) b
 		WHERE i.partition_id = pa.id AND i.xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = pa.id ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) ORDER BY i.xid, i.id LIMIT 1) AS oldest_incoming
-FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
+FROM seqbox_partitions pa CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = pa.id ORDER BY version DESC LIMIT 1) pr
 WHERE 7 = 0 OR pa.id = 7
 ORDER BY pa.queue, pa.partition_no;
 
@@ -611,19 +636,19 @@ SELECT id, queue, partition_no FROM seqbox_partitions WHERE queue = 'orders' ORD
 SELECT pa.id, pa.queue, pa.partition_no, pr.processed_seq, pr.attempts, pr.last_error,
 	pr.next_attempt_at, pr.parked_at,
 	CASE WHEN pr.locked_until IS NOT NULL AND pr.locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa.id = pr.partition_id
+FROM seqbox_partitions pa CROSS JOIN LATERAL (SELECT * FROM seqbox_processor WHERE partition_id = pa.id ORDER BY version DESC LIMIT 1) pr
 WHERE pr.parked_at IS NOT NULL OR pr.next_attempt_at IS NOT NULL OR COALESCE(pr.last_error, '') <> ''
 ORDER BY pa.queue, pa.partition_no;
 
 -- StatsSQL.AdminRead (inlined)
 SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 	CASE WHEN locked_until IS NOT NULL AND locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM seqbox_processor WHERE partition_id = 7;
+FROM seqbox_processor WHERE partition_id = 7 ORDER BY version DESC LIMIT 1;
 
 -- StatsSQL.AdminLock (inlined)
 SELECT processed_seq, attempts, last_error, next_attempt_at, parked_at,
 	CASE WHEN locked_until IS NOT NULL AND locked_until >= now() THEN 1 ELSE 0 END AS leased
-FROM seqbox_processor WHERE partition_id = 7 FOR NO KEY UPDATE;
+FROM seqbox_processor WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = 7 ORDER BY pv.version DESC LIMIT 1) FOR NO KEY UPDATE;
 
 -- statsSettings.JITOff (inlined)
 SELECT set_config('jit', 'off', true);
