@@ -111,9 +111,7 @@ func TestRotateKilledBetweenLockAndTruncate(t *testing.T) {
 func TestMigrateRotationFromVersion10(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, d, prefix := newRotating(t)
-	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 10))
-	exec := execer(t, db)
+	db, d, prefix, exec := atRelease(t, 10)
 	// Release 10's rows: seq 1 acked, seq 2 sequenced, one message incoming.
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 1)", bun.Ident(prefix+"processor"))
@@ -204,9 +202,7 @@ func TestRotateSwitchAllOrNothing(t *testing.T) {
 func TestMigrateBoundsFromVersion13(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, d, prefix := newRotating(t)
-	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 13))
-	exec := execer(t, db)
+	db, d, prefix, exec := atRelease(t, 13)
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0), (2, 'q', 1)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq) VALUES (1, 0), (2, 0)", bun.Ident(prefix+"processor"))
 	exec("UPDATE ? SET incoming_xid = pg_current_xact_id() WHERE id = 1", bun.Ident(prefix+"partitions"))
@@ -241,9 +237,7 @@ func TestMigrateBoundsFromVersion13(t *testing.T) {
 func TestMigrateProcessorVersionsFromVersion14(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, d, prefix := newRotating(t)
-	require.NoError(t, postgres.MigrateTo(ctx, db, prefix, 14))
-	exec := execer(t, db)
+	db, d, prefix, exec := atRelease(t, 14)
 	processor := bun.Ident(prefix + "processor")
 	exec("INSERT INTO ? (id, queue, partition_no) VALUES (1, 'q', 0), (2, 'q', 1)", bun.Ident(prefix+"partitions"))
 	exec("INSERT INTO ? (partition_id, processed_seq, attempts, last_error) VALUES (1, 0, 2, 'boom'), (2, 5, 0, NULL)", processor)
@@ -286,6 +280,16 @@ func TestMigrateProcessorVersionsFromVersion14(t *testing.T) {
 	_, err = d.QueueRegister(ctx, &dialect.QueueRegisterParams{Queues: []dialect.QueueDef{{Queue: "q", Partitions: 2}}})
 	require.NoError(t, err)
 	require.Len(t, rows(), 2, "registration adds no row beside a current one")
+}
+
+// atRelease returns a rotating dialect's database with its schema at
+// release version, and an exec for the rows that release would have
+// written.
+func atRelease(t *testing.T, version int) (*bun.DB, dialect.Dialect, string, func(q string, args ...any)) {
+	t.Helper()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, postgres.MigrateTo(t.Context(), db, prefix, version))
+	return db, d, prefix, execer(t, db)
 }
 
 // execer runs statements on db that must succeed.
