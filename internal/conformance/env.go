@@ -187,11 +187,15 @@ func (e *Env) Counts() map[string]int {
 	return out
 }
 
-// Eventually polls cond until it holds or the bound passes (a failure
-// bound, not a timing assertion).
+// waitBound is how long Eventually waits for its condition, and
+// EventuallyProgressing for progress: a failure bound, not a timing
+// assertion.
+const waitBound = 60 * time.Second
+
+// Eventually polls cond until it holds or waitBound passes.
 func (e *Env) Eventually(what string, cond func() bool) {
 	e.T.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(waitBound)
 	for !cond() {
 		if time.Now().After(deadline) {
 			e.T.Fatalf("timed out waiting for %s", what)
@@ -201,7 +205,7 @@ func (e *Env) Eventually(what string, cond func() bool) {
 }
 
 // EventuallyProgressing polls cond until it holds, failing only when
-// progress has not moved for the bound Eventually uses, or the case's
+// progress has not moved for waitBound, or the case's
 // context ends: for waits whose length grows with the machine's load
 // (many rounds of work), where a fixed bound on the whole wait would fail
 // a slow run that is still getting on.
@@ -212,7 +216,7 @@ func (e *Env) EventuallyProgressing(what string, progress func() int64, cond fun
 		if p := progress(); p != last {
 			last, since = p, time.Now()
 		}
-		if time.Since(since) > 60*time.Second || e.Ctx.Err() != nil {
+		if time.Since(since) > waitBound || e.Ctx.Err() != nil {
 			e.T.Fatalf("timed out waiting for %s (progress stuck at %d)", what, last)
 		}
 		time.Sleep(10 * time.Millisecond)
