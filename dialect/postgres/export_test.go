@@ -151,8 +151,8 @@ func RenderProcessorStatements(d dialect.Dialect, db *bun.DB, pid int64) (map[st
 		"lock":          {processorSQL.Lock, kit.Args{"pid": pid}},
 		"update":        {processorSQL.Update, record},
 		"ready":         {processorSQL.ReadyList, kit.Args{"pids": kit.IDs([]int64{pid})}},
-		"group lock":    {groupSQL.LockLeasable, kit.Args{"pids": kit.IDs([]int64{pid})}},
-		"group owned":   {groupSQL.LockOwned, kit.Args{"pids": kit.IDs([]int64{pid}), "owner": "o"}},
+		"group lock":    {groupSQL.LockLeasable, kit.Args{"pids": groupSQL.LockArg([]int64{pid})}},
+		"group owned":   {groupSQL.LockOwned, kit.Args{"pids": groupSQL.LockArg([]int64{pid}), "owner": "o"}},
 	} {
 		q, err := pg.Runner.Render(db.QueryGen(), s.stmt, s.args)
 		if err != nil {

@@ -17,9 +17,16 @@ var groupSQL = kit.GroupSQL{
 	// partition order (r is sorted, and the nested loop keeps its order),
 	// the order every group locks them in. Each partition's current row
 	// is locked from its own LATERAL subquery, by the range currentParam
-	// describes (see processor.go).
-	LockLeasable: kit.Inline(`SELECT pr.partition_id, pr.processed_seq, pr.attempts
-FROM (SELECT pid FROM unnest(CAST(ARRAY[?pids] AS bigint[])) AS u(pid) ORDER BY pid) r
+	// describes (see processor.go). Prepared, the partitions one array
+	// value (LockArg): a list made a text per number of partitions,
+	// planned on every call, and the planning took more server time than
+	// the run (BENCHMARKS.md, "The group locks prepared"). The array is
+	// read through a scalar subquery so that no plan sees its length: the
+	// planner counts a constant array's elements (one or two) but guesses
+	// ten for a parameter, so every custom plan looked cheaper than the
+	// generic one and the server planned the statement on every call.
+	LockLeasable: kit.Prepare(`SELECT pr.partition_id, pr.processed_seq, pr.attempts
+FROM (SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r
 CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM {processor}
 	WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + `
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
@@ -38,9 +45,10 @@ WHERE `+lockedRows+` AND set_config('synchronous_commit', COALESCE(CAST(?sync_co
 	// The acks wait for the row lock instead of skipping: the rows are ours
 	// unless a lease expired, and a skip would read as a lost lease. top is
 	// the last seq above the cursor, by the primary key backwards (never a
-	// walk of the pruned rows below it), or the cursor.
-	LockOwned: kit.Inline(`SELECT pr.partition_id, pr.top
-FROM (SELECT pid FROM unnest(CAST(ARRAY[?pids] AS bigint[])) AS u(pid) ORDER BY pid) r
+	// walk of the pruned rows below it), or the cursor. Prepared as
+	// LockLeasable is.
+	LockOwned: kit.Prepare(`SELECT pr.partition_id, pr.top
+FROM (SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r
 CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
 		WHERE o.partition_id = r.pid AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 	FROM {processor} WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + ` AND locked_by = ?owner
@@ -90,6 +98,7 @@ FROM unnest(CAST(?pids AS bigint[]), CAST(?los AS bigint[]), CAST(?his AS bigint
 CROSS JOIN LATERAL (SELECT o.seq, o.body_id, o.purged, b.msg_key, b.payload_type, b.payload, b.headers, b.created_at FROM {outgoing} o
 	CROSS JOIN LATERAL (SELECT * FROM {body} WHERE id = o.body_id AND gen = o.gen LIMIT 1) b
 	WHERE o.partition_id = r.pid AND o.seq > r.lo AND o.seq <= r.hi ORDER BY o.seq LIMIT ?limit) o`),
+	LockArg: func(pids []int64) any { return kit.PGArray(pids) },
 	RangesArgs: func(rs []dialect.VacuumRange, limit int) kit.Args {
 		pids, los, his := make([]int64, len(rs)), make([]int64, len(rs)), make([]int64, len(rs))
 		for i, r := range rs {

@@ -31,6 +31,8 @@ func TestStatements(t *testing.T) {
 		"moves.ManySelect?pids":        pgArray(7, 8),
 		"moves.ManyUpdate?pids":        pgArray(7, 8),
 		"GroupSQL.ReadRanges?pids":     pgArray(7, 8),
+		"GroupSQL.LockLeasable?pids":   pgArray(7, 8),
+		"GroupSQL.LockOwned?pids":      pgArray(7, 8),
 		"vacuums.Delete?pids":          pgArray(7, 8),
 		"WriteSQL.InsertOutgoing?pids": pgArray(7, 8),
 		// An enqueue's columns, one array each; a second message without a

@@ -76,7 +76,7 @@ DELETE FROM seqbox_dedup_keys WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expi
 
 -- sequencerStmts.IncomingPartitions (inlined)
 SELECT pa.id FROM seqbox_partitions pa
-WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id);
+WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) IS NOT NULL;
 
 -- MoveSQL.LockPartition (inlined)
 SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;

@@ -277,9 +277,11 @@ WHERE seqbox_processor.partition_id = 7 AND seqbox_processor.version >= (SELECT 
 	AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = 7 AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL
 RETURNING processed_seq, attempts;
 
--- GroupSQL.LockLeasable (inlined)
+-- GroupSQL.LockLeasable (prepared)
+-- prepared as: SELECT pr.partition_id, pr.processed_seq, pr.attempts FROM (SELECT pid FROM unnest((SELECT CAST($1 AS bigint[]))) AS u(pid) ORDER BY pid) r CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM seqbox_processor WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1) AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now()) AND (next_attempt_at IS NULL OR next_attempt_at <= now()) AND (SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq = seqbox_processor.processed_seq + 1) IS NOT NULL FOR NO KEY UPDATE SKIP LOCKED) pr ORDER BY pr.partition_id
+-- parameters: pids
 SELECT pr.partition_id, pr.processed_seq, pr.attempts
-FROM (SELECT pid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS u(pid) ORDER BY pid) r
+FROM (SELECT pid FROM unnest((SELECT CAST('{7,8}' AS bigint[]))) AS u(pid) ORDER BY pid) r
 CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM seqbox_processor
 	WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1)
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
@@ -295,9 +297,11 @@ UPDATE seqbox_processor SET locked_by = 'host-1:4242', version = version + 1,
 WHERE ctid = ANY(ARRAY(SELECT c.ctid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS r(pid)
 	CROSS JOIN LATERAL (SELECT ctid FROM seqbox_processor WHERE partition_id = r.pid ORDER BY version DESC LIMIT 1) c)) AND set_config('synchronous_commit', COALESCE(CAST('off' AS text), current_setting('synchronous_commit')), true) IS NOT NULL;
 
--- GroupSQL.LockOwned (inlined)
+-- GroupSQL.LockOwned (prepared)
+-- prepared as: SELECT pr.partition_id, pr.top FROM (SELECT pid FROM unnest((SELECT CAST($1 AS bigint[]))) AS u(pid) ORDER BY pid) r CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o WHERE o.partition_id = r.pid AND o.seq > seqbox_processor.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top FROM seqbox_processor WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1) AND locked_by = $2 FOR NO KEY UPDATE) pr ORDER BY pr.partition_id
+-- parameters: pids, owner
 SELECT pr.partition_id, pr.top
-FROM (SELECT pid FROM unnest(CAST(ARRAY[7, 8] AS bigint[])) AS u(pid) ORDER BY pid) r
+FROM (SELECT pid FROM unnest((SELECT CAST('{7,8}' AS bigint[]))) AS u(pid) ORDER BY pid) r
 CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM seqbox_outgoing o
 		WHERE o.partition_id = r.pid AND o.seq > seqbox_processor.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 	FROM seqbox_processor WHERE partition_id = r.pid AND version >= (SELECT pv.version FROM seqbox_processor pv WHERE pv.partition_id = r.pid ORDER BY pv.version DESC LIMIT 1) AND locked_by = 'host-1:4242'

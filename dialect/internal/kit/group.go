@@ -51,6 +51,19 @@ type GroupSQL struct {
 	// and where the statement takes it the largest range, limit: arrays
 	// on PostgreSQL, one JSON value on MySQL.
 	RangesArgs func(ranges []dialect.VacuumRange, limit int) Args
+	// LockArg binds the partitions of LockLeasable and LockOwned, ?pids:
+	// nil binds a list (IDs); a dialect whose lock statements take one
+	// array value, of a text that does not change with their number,
+	// prepares them and binds it here.
+	LockArg func(pids []int64) any
+}
+
+// lockArg is ?pids of the lock statements.
+func (s *GroupSQL) lockArg(pids []int64) any {
+	if s.LockArg == nil {
+		return IDs(pids)
+	}
+	return s.LockArg(pids)
 }
 
 // groupState is a processor row locked by a group.
@@ -111,7 +124,7 @@ func (s *GroupSQL) Lease(ctx context.Context, r *Runner, p *dialect.ProcessorLea
 	var taken []groupState
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		taken = nil
-		if err := r.Query(ctx, tx, s.LockLeasable, Args{"pids": IDs(pids)}, &taken); err != nil {
+		if err := r.Query(ctx, tx, s.LockLeasable, Args{"pids": s.lockArg(pids)}, &taken); err != nil {
 			return err
 		}
 		if len(taken) == 0 {
@@ -181,7 +194,7 @@ func (s *GroupSQL) AckAndLease(ctx context.Context, r *Runner, p *dialect.Proces
 			PartitionID int64 `bun:"partition_id"`
 			Top         int64 `bun:"top"`
 		}
-		if err := r.Query(ctx, tx, s.LockOwned, Args{"pids": IDs(pids), "owner": owner}, &rows); err != nil {
+		if err := r.Query(ctx, tx, s.LockOwned, Args{"pids": s.lockArg(pids), "owner": owner}, &rows); err != nil {
 			return err
 		}
 		owned, more = nil, nil
