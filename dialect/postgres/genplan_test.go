@@ -148,3 +148,45 @@ func TestMoveGenericPlansScanNoTable(t *testing.T) {
 	require.GreaterOrEqual(t, checked, 6, "the move's prepared statements")
 	require.Empty(t, bad, "generic plans of the move that scan tables sequentially")
 }
+
+// TestGroupLocksPlannedOnce: the group lease's and ack's row locks, run
+// with one or two partitions as they mostly are, switch to their generic
+// plan after the server's five custom ones. With the partitions' array a
+// bare parameter each custom plan counted its one or two elements where
+// the generic plan guessed ten, looked cheaper, and the statement was
+// planned on every call (group.go; BENCHMARKS.md, "The group locks
+// prepared").
+func TestGroupLocksPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, _ := newRotating(t)
+	var version int
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version))
+	if version < 140000 {
+		t.Skipf("pg_prepared_statements counts generic plans from PostgreSQL 14 on; the server is %d", version)
+	}
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	pid := rotatetest.OneQueue(t, d)
+	statements := postgres.PreparedStatements(d)
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	for name, args := range map[string]string{
+		"GroupSQL.LockLeasable": fmt.Sprintf("'{%d}'", pid),
+		"GroupSQL.LockOwned":    fmt.Sprintf("'{%d}', 'o'", pid),
+	} {
+		text, ok := statements[name]
+		require.Truef(t, ok, "%s is prepared", name)
+		_, err := conn.ExecContext(ctx, "PREPARE seqbox_group_lock AS "+text)
+		require.NoError(t, err, text)
+		for range 8 {
+			_, err := conn.ExecContext(ctx, "EXECUTE seqbox_group_lock("+args+")")
+			require.NoError(t, err)
+		}
+		var generic, custom int
+		require.NoError(t, conn.QueryRowContext(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'seqbox_group_lock'").Scan(&generic, &custom))
+		_, err = conn.ExecContext(ctx, "DEALLOCATE seqbox_group_lock")
+		require.NoError(t, err)
+		require.Positivef(t, generic, "%s: %d custom plans in 8 runs and no generic one:\n%s", name, custom, text)
+	}
+}

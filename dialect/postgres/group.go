@@ -24,7 +24,8 @@ var groupSQL = kit.GroupSQL{
 	// read through a scalar subquery so that no plan sees its length: the
 	// planner counts a constant array's elements (one or two) but guesses
 	// ten for a parameter, so every custom plan looked cheaper than the
-	// generic one and the server planned the statement on every call.
+	// generic one and the server planned the statement on every call
+	// (TestGroupLocksPlannedOnce).
 	LockLeasable: kit.Prepare(`SELECT pr.partition_id, pr.processed_seq, pr.attempts
 FROM (SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r
 CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM {processor}
