@@ -336,7 +336,9 @@ func TestCapacityJudge(t *testing.T) {
 // TestCapacityClimb: the ladder climbs 25% a step until a step falls
 // behind, then bisects that gap twice, so the figure is within about 6% of
 // the rate where the pipeline stops keeping up; producers that fall short
-// end it, and a ladder that fails at its first step reports nothing.
+// end it; a ladder that fails at its first step steps down to a step that
+// keeps up and bisects from there, and one that never keeps up down to a
+// tenth of its start reports nothing.
 func TestCapacityClimb(t *testing.T) {
 	t.Parallel()
 	limit := func(capacity, producers float64) func(float64) (CapacityStep, error) {
@@ -367,9 +369,18 @@ func TestCapacityClimb(t *testing.T) {
 	assert.Equal(t, []float64{1000, 1250, 1563}, offered(ladder))
 	assert.InDelta(t, 1563, best, 1, "the pipeline kept up with what they committed")
 
-	ladder, best, _, err = climb(1000, limit(500, math.Inf(1)))
+	ladder, best, pl, err = climb(1000, limit(700, math.Inf(1)))
 	require.NoError(t, err)
-	assert.Len(t, ladder, 1)
+	assert.False(t, pl)
+	// 1000 falls behind, 800 too, 640 keeps up; then √(640·800) = 716 does
+	// not, √(640·716) = 677 does.
+	assert.Equal(t, []float64{1000, 800, 640, 716, 677}, offered(ladder))
+	assert.InDelta(t, 677, best, 1)
+
+	ladder, best, _, err = climb(1000, limit(50, math.Inf(1)))
+	require.NoError(t, err)
+	// 1000 / 1.25^n down to 107 (the last at or above 100), none kept up.
+	assert.Len(t, ladder, 11)
 	assert.Zero(t, best, "no step kept up")
 
 	boom := errors.New("boom")

@@ -17,6 +17,11 @@ const (
 	// last step that kept up and the first that did not: two narrow the
 	// 25% gap to about 6%.
 	capacityRefine = 2
+	// capacityFloor: a ladder whose first step falls behind steps down
+	// instead, capacityGrow apart, to at most start/capacityFloor, so that
+	// a start above the pipeline's capacity (or a first step slowed by a
+	// new schema's first seconds) still gives a figure, not zero.
+	capacityFloor = 10
 	// capacityProducers is the least number of producers: paced, they
 	// must offer more than the pipeline takes, so the pipeline, not the
 	// producers, is what the ladder finds the limit of.
@@ -115,7 +120,9 @@ func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, 
 // climb runs the capacity ladder: steps capacityGrow apart from start until
 // one does not keep up (or its producers fall short of the offered rate),
 // then capacityRefine steps between the last that kept up and the first
-// that did not. best is the highest delivered rate of a step that kept up.
+// that did not. A first step that does not keep up sends the ladder down
+// instead, to the first step that does (no lower than start/capacityFloor).
+// best is the highest delivered rate of a step that kept up.
 func climb(start float64, run func(offered float64) (CapacityStep, error)) (ladder []CapacityStep, best float64, producerLimited bool, err error) {
 	step := func(offered float64) (CapacityStep, error) {
 		s, err := run(offered)
@@ -143,8 +150,22 @@ func climb(start float64, run func(offered float64) (CapacityStep, error)) (ladd
 		}
 		lo = offered
 	}
-	if lo == 0 || hi == 0 {
-		return ladder, best, false, nil // failed at once, or never failed
+	if hi == 0 {
+		return ladder, best, false, nil // never failed
+	}
+	for offered := start / capacityGrow; lo == 0 && offered >= start/capacityFloor; offered /= capacityGrow {
+		s, err := step(offered)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		if s.KeptUp {
+			lo = offered
+		} else {
+			hi = offered
+		}
+	}
+	if lo == 0 {
+		return ladder, best, false, nil // no step down to start/capacityFloor kept up
 	}
 	for range capacityRefine {
 		mid := math.Sqrt(lo * hi)
