@@ -377,6 +377,18 @@ func TestCapacityClimb(t *testing.T) {
 	assert.Equal(t, []float64{1000, 800, 640, 716, 677}, offered(ladder))
 	assert.InDelta(t, 677, best, 1)
 
+	// Producers that fall short on the way down (a noisy step: they
+	// offered 1000) end the ladder there too.
+	ladder, best, pl, err = climb(1000, func(offered float64) (CapacityStep, error) {
+		s, err := limit(700, math.Inf(1))(offered)
+		s.ProducerLimited = math.Round(offered) == 800
+		return s, err
+	})
+	require.NoError(t, err)
+	assert.True(t, pl, "the producers could not offer 800 on the way down")
+	assert.Equal(t, []float64{1000, 800}, offered(ladder))
+	assert.Zero(t, best)
+
 	ladder, best, _, err = climb(1000, limit(50, math.Inf(1)))
 	require.NoError(t, err)
 	// 1000 / 1.25^n down to 107 (the last at or above 100), none kept up.

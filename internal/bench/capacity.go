@@ -158,6 +158,9 @@ func climb(start float64, run func(offered float64) (CapacityStep, error)) (ladd
 		if err != nil {
 			return nil, 0, false, err
 		}
+		if s.ProducerLimited {
+			return ladder, best, true, nil
+		}
 		if s.KeptUp {
 			lo = offered
 		} else {
