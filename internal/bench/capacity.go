@@ -124,65 +124,41 @@ func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, 
 // instead, to the first step that does (no lower than start/capacityFloor).
 // best is the highest delivered rate of a step that kept up.
 func climb(start float64, run func(offered float64) (CapacityStep, error)) (ladder []CapacityStep, best float64, producerLimited bool, err error) {
-	step := func(offered float64) (CapacityStep, error) {
+	lo, hi := 0.0, 0.0 // the last offered rate that kept up, the first that did not
+	// step runs one rung and moves lo or hi to it; stop says its
+	// producers fell short, which ends the ladder.
+	step := func(offered float64) (stop bool, err error) {
 		s, err := run(offered)
 		if err != nil {
-			return s, err
+			return true, err
 		}
 		ladder = append(ladder, s)
 		if s.KeptUp {
-			best = max(best, s.Delivered)
-		}
-		return s, nil
-	}
-	lo, hi := 0.0, 0.0 // the last offered rate that kept up, the first that did not
-	for offered := start; offered <= max(capacityMax, start); offered *= capacityGrow {
-		s, err := step(offered)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		if s.ProducerLimited {
-			return ladder, best, true, nil
-		}
-		if !s.KeptUp {
+			best, lo = max(best, s.Delivered), offered
+		} else {
 			hi = offered
-			break
 		}
-		lo = offered
+		return s.ProducerLimited, nil
+	}
+	for offered := start; hi == 0 && offered <= max(capacityMax, start); offered *= capacityGrow {
+		if stop, err := step(offered); stop || err != nil {
+			return ladder, best, err == nil, err
+		}
 	}
 	if hi == 0 {
 		return ladder, best, false, nil // never failed
 	}
 	for offered := start / capacityGrow; lo == 0 && offered >= start/capacityFloor; offered /= capacityGrow {
-		s, err := step(offered)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		if s.ProducerLimited {
-			return ladder, best, true, nil
-		}
-		if s.KeptUp {
-			lo = offered
-		} else {
-			hi = offered
+		if stop, err := step(offered); stop || err != nil {
+			return ladder, best, err == nil, err
 		}
 	}
 	if lo == 0 {
 		return ladder, best, false, nil // no step down to start/capacityFloor kept up
 	}
 	for range capacityRefine {
-		mid := math.Sqrt(lo * hi)
-		s, err := step(mid)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		if s.ProducerLimited {
-			return ladder, best, true, nil
-		}
-		if s.KeptUp {
-			lo = mid
-		} else {
-			hi = mid
+		if stop, err := step(math.Sqrt(lo * hi)); stop || err != nil {
+			return ladder, best, err == nil, err
 		}
 	}
 	return ladder, best, false, nil
