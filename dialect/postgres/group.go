@@ -7,6 +7,17 @@ import (
 	"github.com/seqbox/seqbox/dialect/internal/kit"
 )
 
+// lockPids is the group locks' partitions ?pids, one array value, sorted:
+// the order every group locks rows in. A list made a text per number of
+// partitions, planned on every call, and the planning took more server
+// time than the run (BENCHMARKS.md, "The group locks prepared"). The
+// array is read through a scalar subquery so that no plan sees its
+// length: the planner counts a constant array's elements (one or two)
+// but guesses ten for a parameter, so every custom plan looked cheaper
+// than the generic one and the server planned the statement on every
+// call (TestGroupLocksPlannedOnce).
+const lockPids = `(SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r`
+
 // groupSQL is the grouped leases and acks (engine.GroupLeaser): a few
 // statements for many partitions. Each queue has its own lease duration
 // and batch size, so those are CASE lists of each partition's own value.
@@ -18,16 +29,9 @@ var groupSQL = kit.GroupSQL{
 	// the order every group locks them in. Each partition's current row
 	// is locked from its own LATERAL subquery, by the range currentParam
 	// describes (see processor.go). Prepared, the partitions one array
-	// value (LockArg): a list made a text per number of partitions,
-	// planned on every call, and the planning took more server time than
-	// the run (BENCHMARKS.md, "The group locks prepared"). The array is
-	// read through a scalar subquery so that no plan sees its length: the
-	// planner counts a constant array's elements (one or two) but guesses
-	// ten for a parameter, so every custom plan looked cheaper than the
-	// generic one and the server planned the statement on every call
-	// (TestGroupLocksPlannedOnce).
+	// value (LockArg, lockPids).
 	LockLeasable: kit.Prepare(`SELECT pr.partition_id, pr.processed_seq, pr.attempts
-FROM (SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r
+FROM ` + lockPids + `
 CROSS JOIN LATERAL (SELECT partition_id, processed_seq, attempts FROM {processor}
 	WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + `
 	AND parked_at IS NULL AND (locked_until IS NULL OR locked_until < now())
@@ -49,7 +53,7 @@ WHERE `+lockedRows+` AND set_config('synchronous_commit', COALESCE(CAST(?sync_co
 	// walk of the pruned rows below it), or the cursor. Prepared as
 	// LockLeasable is.
 	LockOwned: kit.Prepare(`SELECT pr.partition_id, pr.top
-FROM (SELECT pid FROM unnest((SELECT CAST(?pids AS bigint[]))) AS u(pid) ORDER BY pid) r
+FROM ` + lockPids + `
 CROSS JOIN LATERAL (SELECT partition_id, COALESCE((SELECT o.seq FROM {outgoing} o
 		WHERE o.partition_id = r.pid AND o.seq > {processor}.processed_seq ORDER BY o.seq DESC LIMIT 1), processed_seq) AS top
 	FROM {processor} WHERE partition_id = r.pid AND version >= ` + versionHead + `r.pid` + versionTail + ` AND locked_by = ?owner
