@@ -56,6 +56,9 @@ type mysqlDialect struct {
 	stall   kit.StallWatch // whether a pinned generation drains (rotate.go)
 	// onRotate is a test's hook into a truncation (rotateHook); nil.
 	onRotate func(ctx context.Context, stage string, conn bun.Conn) error
+	// floors are the moves' floors (floors.go); nil on MySQL, whose
+	// server this project does not test them on.
+	floors *moveFloors
 }
 
 var (
@@ -74,12 +77,16 @@ type probeSQL struct {
 	// isolation level; MariaDB has transaction_isolation only from 11.1.
 	IsolationMySQL   *kit.Stmt
 	IsolationMariaDB *kit.Stmt
+	// Allocation reads how this server allocates AUTO_INCREMENT ids and
+	// whether it is a Galera node (MariaDB).
+	Allocation *kit.Stmt
 }
 
 var probes = probeSQL{
 	Server:           kit.Inline(`SELECT VERSION(), @@max_allowed_packet`),
 	IsolationMySQL:   kit.Inline(`SELECT @@transaction_isolation`),
 	IsolationMariaDB: kit.Inline(`SELECT @@tx_isolation`),
+	Allocation:       kit.Inline(`SELECT @@auto_increment_increment, @@wsrep_on`),
 }
 
 // server is what the probes found.
@@ -91,6 +98,8 @@ type server struct {
 	// mariaDB: the server is MariaDB, whose SET STATEMENT bounds the
 	// rotator's lock wait (rotate.go); on MySQL the tables do not rotate.
 	mariaDB bool
+	// floors: the moves keep floors (floors.go); MariaDB, not clustered.
+	floors bool
 }
 
 // New checks the server version and reads max_allowed_packet, which bounds
@@ -123,7 +132,21 @@ func New(ctx context.Context, db *bun.DB, prefix string) (dialect.Dialect, error
 	if err := probe.Query(ctx, db, isolation, nil, &level); err != nil {
 		return nil, readErr(err, "reading its isolation level")
 	}
-	return newDialect(db, prefix, server{packet: packet, readCommitted: strings.EqualFold(level, "READ-COMMITTED"), mariaDB: mariaDB})
+	srv := server{packet: packet, readCommitted: strings.EqualFold(level, "READ-COMMITTED"), mariaDB: mariaDB, floors: mariaDB}
+	if mariaDB {
+		// The move floors rest on ids allocated in increasing order on
+		// this server (floors.go): not in a Galera cluster, whose nodes
+		// allocate interleaved ids and list only their own transactions.
+		var increment, wsrep int64
+		if err := probe.Query(ctx, db, probes.Allocation, nil, &increment, &wsrep); err != nil || increment != 1 || wsrep != 0 {
+			srv.floors = false
+		}
+	}
+	d, err := newDialect(db, prefix, srv)
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // newDialect builds the dialect for what the probes found, without
@@ -139,7 +162,7 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 		DB: db, Prefix: prefix, Name: dialect.MySQL, Features: dialect.MultiProcess,
 		Limits: dialect.Limits{MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement},
 		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
-		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL,
+		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL, floorSQL,
 			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL},
 		Schema:       schema,
 		TxOptions:    txOptions(srv.readCommitted),
@@ -149,7 +172,11 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mysqlDialect{Runner: r, lease: kit.LeaseThenRead(r, leaseSQL.Lease, leaseSQL.State), rotates: srv.mariaDB}, nil
+	d := &mysqlDialect{Runner: r, lease: kit.LeaseThenRead(r, leaseSQL.Lease, leaseSQL.State), rotates: srv.mariaDB}
+	if srv.floors {
+		d.floors = &moveFloors{}
+	}
+	return d, nil
 }
 
 // txOptions: READ COMMITTED for every outbox transaction, because under

@@ -16,7 +16,13 @@ type sequencerStmts struct {
 	// semi-join that scanned all of incoming's (partition_id, id) index:
 	// with 1,024 partitions under load, 15,000 rows examined a call
 	// against 2,000 for the probes (BENCHMARKS.md, "MariaDB: the buffer
-	// pool, and what a held read view costs").
+	// pool, and what a held read view costs"). It reads from each
+	// partition's start, not its floor (floors.go): a correlated equality
+	// on partition_id is a ref access from the partition's start whatever
+	// the bound on id, and the join that would read from the floors, each
+	// partition range-checked, took 2.3 s a call at 1,024 partitions
+	// under load, against 77 ms for the probes (BENCHMARKS.md, "MariaDB's
+	// move floors").
 	IncomingPartitions *kit.Stmt
 }
 
@@ -24,6 +30,10 @@ var sequencerSQL = sequencerStmts{
 	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
 WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) IS NOT NULL`),
 }
+
+// headArms is how many partitions the several-partition head read reads
+// per statement: the sequencer's default MovePartitions.
+const headArms = 32
 
 // moveSQL is the move as several simple statements in one transaction.
 var moveSQL = kit.MoveSQL{
@@ -33,7 +43,9 @@ var moveSQL = kit.MoveSQL{
 	LockPartition: kit.Inline(`SELECT id FROM {partitions} WHERE id = ?pid FOR UPDATE SKIP LOCKED`),
 	// A plain read: the partition lock already serialises sequencers, and
 	// rows of still-open producers are invisible here; they get later seqs.
-	SelectIncoming: kit.Inline(`SELECT id, body_id, body_gen FROM {incoming} WHERE partition_id = ?pid ORDER BY id LIMIT ?limit`),
+	// Above the partition's floor (floors.go): a range of the
+	// (partition_id, id) index that starts there.
+	SelectIncoming: kit.Inline(`SELECT id, body_id, body_gen FROM {incoming} WHERE partition_id = ?pid AND id > ?after ORDER BY id LIMIT ?limit`),
 	// Probes of the generations' primary keys per partition, never a walk
 	// of the rows the vacuum deleted below the cursor (InnoDB keeps them,
 	// delete-marked, while any read view may see them): is seq cursor+1
@@ -47,22 +59,20 @@ FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	// In id order, the order every several-partition move locks them in.
 	LockPartitions: kit.Inline(`SELECT id FROM {partitions} WHERE id IN (?pids) ORDER BY id FOR UPDATE SKIP LOCKED`),
 	// Every partition's head of line in one statement of fixed text,
-	// prepared once per connection (a UNION ALL arm per partition was a
-	// new text, parsed and planned anew, on every call). Each partition's
-	// last id to read is the one at ?offset in its index, read index-only
-	// (h, kept a materialized table by DISTINCT so the bound is a value);
-	// the rows are then read by a range of the (partition_id, id) index
-	// per partition, up to that id: MariaDB has no LATERAL, and an equality
-	// on partition_id would be a ref access that walks the partition's
-	// whole backlog, so partition_id is bounded by >= and <= instead
-	// (EXPLAIN: "Range checked for each record"). One statement, one read
-	// view: the bounds and the rows agree.
-	SelectHeads: kit.Prepare(`SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen
-FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM {incoming} x FORCE INDEX ({incoming}_partition_id)
-		WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?offset), 9223372036854775807) AS last_id
-	FROM JSON_TABLE(?pids, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h
-JOIN {incoming} i FORCE INDEX ({incoming}_partition_id)
-	ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id`),
+	// prepared once per connection: an arm per partition, each a range of
+	// the (partition_id, id) index from the partition's floor (floors.go)
+	// up to ?limit rows, the unused arms given partition 0. A text per
+	// number of partitions was parsed and planned anew on every call; one
+	// JSON_TABLE of partitions needed a correlated subquery for each
+	// partition's last id, and MariaDB reads a correlated equality on
+	// partition_id as a ref access from the partition's start, through
+	// every delete-marked entry a read view keeps, whatever the bound on
+	// id. A prepared statement is optimized with its values, so each arm
+	// is a range read that starts at its floor. One statement, one read
+	// view.
+	SelectHeads: kit.Prepare(kit.HeadArms(`SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM {incoming} i FORCE INDEX ({incoming}_partition_id)
+	WHERE i.partition_id = ?p%d AND i.id > ?a%d ORDER BY i.id LIMIT ?limit`, headArms)),
+	HeadArms: headArms,
 	Write: kit.WriteSQL{
 		// Into the generation of the rows' bodies, ?outgoing (rotate.go).
 		InsertOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
@@ -85,13 +95,34 @@ func (d *mysqlDialect) IncomingPartitionList(ctx context.Context, _ *dialect.Inc
 	return kit.ReadIDs(ctx, d.Runner, sequencerSQL.IncomingPartitions, nil)
 }
 
-// SequenceMove moves one batch with several simple statements.
+// SequenceMove moves one batch with several simple statements, from the
+// partition's floor.
 func (d *mysqlDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
-	return moveSQL.Move(ctx, d.Runner, p)
+	d.tick(ctx)
+	f, safe, learn := d.floors.before([]int64{p.PartitionID})
+	res, err := moveSQL.Move(ctx, d.Runner, p, f)
+	if err == nil && learn && !res.Skipped {
+		d.floors.after(f, safe, []int64{p.PartitionID}, func(int64) bool { return res.Moved >= p.Limit })
+	}
+	return res, err
 }
 
 // SequenceMoveMany moves several partitions in one transaction of five
-// statements.
+// statements, each from its floor.
 func (d *mysqlDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
-	return moveSQL.MoveMany(ctx, d.Runner, p)
+	d.tick(ctx)
+	f, safe, learn := d.floors.before(p.PartitionIDs)
+	out, err := moveSQL.MoveMany(ctx, d.Runner, p, f)
+	if err == nil && learn {
+		moved := make(map[int64]int, len(out))
+		locked := make([]int64, 0, len(out))
+		for _, r := range out {
+			if !r.Skipped {
+				locked = append(locked, r.PartitionID)
+				moved[r.PartitionID] = r.Moved
+			}
+		}
+		d.floors.after(f, safe, locked, func(pid int64) bool { return moved[pid] >= p.Limit })
+	}
+	return out, err
 }

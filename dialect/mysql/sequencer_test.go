@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -74,7 +75,11 @@ WHERE a.i * 100 + b.i < 5003 ORDER BY a.i, b.i`, bun.Ident(tables.Incoming))
 		BodyID      []byte `bun:"body_id"`
 		BodyGen     int16  `bun:"body_gen"`
 	}
-	require.NoError(t, d.Query(ctx, conn, moveSQL.SelectHeads, kit.Args{"pids": kit.JSONArray([]int64{3, 2, 1}), "offset": 9}, &got))
+	args := kit.Args{"limit": 10}
+	for i := range headArms {
+		args["p"+strconv.Itoa(i)], args["a"+strconv.Itoa(i)] = int64(max(3-i, 0)), int64(0)
+	}
+	require.NoError(t, d.Query(ctx, conn, moveSQL.SelectHeads, args, &got))
 	read := reads() - before
 	byPartition := map[int64][]int64{}
 	for _, r := range got {

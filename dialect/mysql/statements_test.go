@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,11 +25,11 @@ func TestStatements(t *testing.T) {
 	messageIDs := bun.List([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}})
 	overrides := map[string]any{
 		// One JSON value where the samples have a list.
-		"moved":                    kit.JSONArray([]int64{11, 12}),
-		"keys":                     kit.HexJSONArray([][]byte{[]byte("customer-42"), []byte("customer-43")}),
-		"ranges":                   kit.RangesJSON([]dialect.VacuumRange{{PartitionID: 7, FromSeq: 40, ToSeq: 140}, {PartitionID: 8, FromSeq: 0, ToSeq: 12}}),
-		"more":                     bun.List([]int64{7}),
-		"MoveSQL.SelectHeads?pids": kit.JSONArray([]int64{7, 8}),
+		"moved":                        kit.JSONArray([]int64{11, 12}),
+		"keys":                         kit.HexJSONArray([][]byte{[]byte("customer-42"), []byte("customer-43")}),
+		"ranges":                       kit.RangesJSON([]dialect.VacuumRange{{PartitionID: 7, FromSeq: 40, ToSeq: 140}, {PartitionID: 8, FromSeq: 0, ToSeq: 12}}),
+		"more":                         bun.List([]int64{7}),
+		"MoveSQL.SelectIncoming?after": int64(40),
 		// Values of another type than the sample of the same name.
 		"migrationLockSQL.Take?name":           "seqbox_migrate",
 		"migrationLockSQL.Release?name":        "seqbox_migrate",
@@ -57,5 +58,10 @@ func TestStatements(t *testing.T) {
 		"rotations.RotateSQL.Switch?to":   1,
 		"rotations.RotateSQL.Demote?keep": 2,
 	}
+	for i := range headArms { // the head read's arms: two partitions, the rest unused
+		overrides["MoveSQL.SelectHeads?p"+strconv.Itoa(i)], overrides["MoveSQL.SelectHeads?a"+strconv.Itoa(i)] = int64(0), int64(0)
+	}
+	overrides["MoveSQL.SelectHeads?p0"], overrides["MoveSQL.SelectHeads?a0"] = int64(7), int64(40)
+	overrides["MoveSQL.SelectHeads?p1"], overrides["MoveSQL.SelectHeads?a1"] = int64(8), int64(0)
 	golden.Statements(t, "mysql", d.Runner, schema.NewQueryGen(mysqldialect.New()), overrides, *update)
 }

@@ -62,11 +62,11 @@ func (d *sqliteDialect) IncomingPartitionList(ctx context.Context, _ *dialect.In
 
 // SequenceMove moves one batch with several simple statements.
 func (d *sqliteDialect) SequenceMove(ctx context.Context, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
-	return moveSQL.Move(ctx, d.Runner, p)
+	return moveSQL.Move(ctx, d.Runner, p, nil)
 }
 
 // SequenceMoveMany moves several partitions in one transaction of five
 // statements.
 func (d *sqliteDialect) SequenceMoveMany(ctx context.Context, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
-	return moveSQL.MoveMany(ctx, d.Runner, p)
+	return moveSQL.MoveMany(ctx, d.Runner, p, nil)
 }

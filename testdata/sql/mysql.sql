@@ -10,6 +10,9 @@ SELECT @@transaction_isolation;
 -- probeSQL.IsolationMariaDB (inlined)
 SELECT @@tx_isolation;
 
+-- probeSQL.Allocation (inlined)
+SELECT @@auto_increment_increment, @@wsrep_on;
+
 -- SchemaSQL.TableExists (inlined)
 SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'seqbox_schema_version';
 
@@ -60,6 +63,9 @@ UNION ALL SELECT b.id FROM seqbox_body_g2 b LEFT JOIN seqbox_outgoing_g2 o ON o.
 LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
 WHERE b.id IN (X'019b3c7f', X'019b3c80') AND (o.seq IS NULL OR o.seq > p.processed_seq);
 
+-- enqueueStmts.InTransaction (inlined)
+SELECT @@in_transaction;
+
 -- DedupSQL.Claim (inlined)
 INSERT INTO seqbox_dedup_keys (queue, dedup_key, message_id, expires_at) VALUES ('orders', X'637573746f6d65722d3432', X'019b3c7f', TIMESTAMPADD(MICROSECOND, 86400000000, UTC_TIMESTAMP(6))), ('orders', X'637573746f6d65722d3432', X'019b3c7f', TIMESTAMPADD(MICROSECOND, 86400000000, UTC_TIMESTAMP(6)))
 ON DUPLICATE KEY UPDATE
@@ -82,7 +88,7 @@ WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY 
 SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectIncoming (inlined)
-SELECT id, body_id, body_gen FROM seqbox_incoming WHERE partition_id = 7 ORDER BY id LIMIT 100;
+SELECT id, body_id, body_gen FROM seqbox_incoming WHERE partition_id = 7 AND id > 40 ORDER BY id LIMIT 100;
 
 -- MoveSQL.Tops (inlined)
 SELECT pr.partition_id, CASE WHEN ((SELECT o.seq FROM seqbox_outgoing_g0 o WHERE o.partition_id = pr.partition_id AND o.seq = pr.processed_seq + 1) IS NOT NULL
@@ -98,14 +104,72 @@ FROM seqbox_processor pr WHERE pr.partition_id IN (7, 8);
 SELECT id FROM seqbox_partitions WHERE id IN (7, 8) ORDER BY id FOR UPDATE SKIP LOCKED;
 
 -- MoveSQL.SelectHeads (prepared)
--- prepared as: SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id) WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET ?), 9223372036854775807) AS last_id FROM JSON_TABLE(?, '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id
--- parameters: offset, pids
-SELECT STRAIGHT_JOIN i.partition_id, i.id, i.body_id, i.body_gen
-FROM (SELECT DISTINCT p.pid, COALESCE((SELECT x.id FROM seqbox_incoming x FORCE INDEX (seqbox_incoming_partition_id)
-		WHERE x.partition_id = p.pid ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807) AS last_id
-	FROM JSON_TABLE('[7,8]', '$[*]' COLUMNS (pid BIGINT PATH '$')) p) h
-JOIN seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
-	ON i.partition_id >= h.pid AND i.partition_id <= h.pid AND i.id <= h.last_id;
+-- prepared as: (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?) UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = ? AND i.id > ? ORDER BY i.id LIMIT ?)
+-- parameters: p0, a0, limit, p1, a1, limit, p2, a2, limit, p3, a3, limit, p4, a4, limit, p5, a5, limit, p6, a6, limit, p7, a7, limit, p8, a8, limit, p9, a9, limit, p10, a10, limit, p11, a11, limit, p12, a12, limit, p13, a13, limit, p14, a14, limit, p15, a15, limit, p16, a16, limit, p17, a17, limit, p18, a18, limit, p19, a19, limit, p20, a20, limit, p21, a21, limit, p22, a22, limit, p23, a23, limit, p24, a24, limit, p25, a25, limit, p26, a26, limit, p27, a27, limit, p28, a28, limit, p29, a29, limit, p30, a30, limit, p31, a31, limit
+(SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 7 AND i.id > 40 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 8 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100)
+UNION ALL (SELECT i.partition_id, i.id, i.body_id, i.body_gen FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
+	WHERE i.partition_id = 0 AND i.id > 0 ORDER BY i.id LIMIT 100);
 
 -- MoveSQL.Write.InsertOutgoing (inlined)
 INSERT INTO `seqbox_outgoing_g1` (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', UTC_TIMESTAMP(6)), (7, 42, X'019b3c7e', UTC_TIMESTAMP(6));
@@ -113,6 +177,13 @@ INSERT INTO `seqbox_outgoing_g1` (partition_id, seq, body_id, sequenced_at) VALU
 -- MoveSQL.Write.DeleteIncoming (inlined)
 DELETE i FROM JSON_TABLE('[11,12]', '$[*]' COLUMNS (id BIGINT PATH '$')) d
 STRAIGHT_JOIN seqbox_incoming i ON i.id = d.id;
+
+-- floorsSQL.Canary (inlined)
+SELECT COUNT(*) FROM (SELECT id FROM seqbox_partitions LIMIT 1) p;
+
+-- floorsSQL.Writers (inlined)
+SELECT t.trx_id, t.trx_mysql_thread_id = CONNECTION_ID() AS own
+FROM information_schema.INNODB_TRX t WHERE t.trx_rows_modified > 0 OR t.trx_mysql_thread_id = CONNECTION_ID();
 
 -- ProcessorSQL.ReadyList (inlined)
 SELECT pr.partition_id FROM seqbox_processor pr

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
@@ -40,7 +42,8 @@ type MoveSQL struct {
 	// transaction holds it, and reads its id.
 	LockPartition *Stmt
 	// SelectIncoming reads partition ?pid's first ?limit incoming rows in
-	// FIFO order: id, body_id.
+	// FIFO order: id, body_id; where the dialect keeps move floors, only
+	// rows above id ?after (MoveFloors).
 	SelectIncoming *Stmt
 	// Tops reads the last seq handed out of each partition ?pids (a
 	// list), as one index probe each: partition_id, top. That is the top
@@ -58,7 +61,82 @@ type MoveSQL struct {
 	// does not change with their number; partition_id, id, body_id, in
 	// any order (MoveMany sorts them).
 	SelectHeads *Stmt
-	Write       WriteSQL
+	// HeadArms, where set, is SelectHeads's number of arms (HeadArms): a
+	// fixed text of one index read per partition, ?p<i> and ?a<i>, its
+	// pid and floor, each up to ?limit rows, unused arms given pid 0 and
+	// more partitions read HeadArms at a time. Unset, SelectHeads reads
+	// ?pids (above), from each partition's start.
+	HeadArms int
+	Write    WriteSQL
+}
+
+// HeadArms is a SelectHeads text of n arms, UNION ALL, each arm being arm
+// with %d replaced by its number, for MoveSQL.HeadArms.
+func HeadArms(arm string, n int) string {
+	arms := make([]string, n)
+	for i := range arms {
+		arms[i] = "(" + strings.ReplaceAll(arm, "%d", strconv.Itoa(i)) + ")"
+	}
+	return strings.Join(arms, "\nUNION ALL ")
+}
+
+// readHeads reads the head of line of each partition of locks: up to limit
+// rows each, above its floor in f.
+func (s *MoveSQL) readHeads(ctx context.Context, r *Runner, tx bun.Tx, locks []int64, limit int, f *MoveFloors) ([]headRow, error) {
+	var rows []headRow
+	if s.HeadArms == 0 {
+		// From each partition's start: a floor below the true one is safe.
+		err := r.Query(ctx, tx, s.SelectHeads, Args{"pids": JSONArray(locks), "offset": limit - 1}, &rows)
+		return rows, err
+	}
+	for chunk := range slices.Chunk(locks, s.HeadArms) {
+		args := Args{"limit": limit}
+		for i := range s.HeadArms {
+			var pid int64 // no partition has id 0: an unused arm reads nothing
+			if i < len(chunk) {
+				pid = chunk[i]
+			}
+			args["p"+strconv.Itoa(i)], args["a"+strconv.Itoa(i)] = pid, f.after(pid)
+		}
+		var part []headRow
+		if err := r.Query(ctx, tx, s.SelectHeads, args, &part); err != nil {
+			return nil, err
+		}
+		rows = append(rows, part...)
+	}
+	return rows, nil
+}
+
+// MoveFloors carries a dialect's move floors into a move, and what the
+// move read back out (MariaDB's; docs/ARCHITECTURE.md, "Cost that stays
+// flat", move floors). After[pid] is an incoming id at and below which
+// every row of the partition is known moved: the read starts above it
+// (SelectIncoming's ?after, the arms' ?a<i>), never walking the entries
+// of moved rows that InnoDB keeps while a read view may see them.
+// Last[pid] is set, for each partition the move read rows of, to the
+// highest id it read. A nil *MoveFloors is a dialect without floors: its
+// SelectIncoming takes no ?after, and reads from each partition's start.
+type MoveFloors struct {
+	After map[int64]int64
+	Last  map[int64]int64
+}
+
+func (f *MoveFloors) after(pid int64) int64 {
+	if f == nil {
+		return 0
+	}
+	return f.After[pid]
+}
+
+// read records the highest id read of partition pid.
+func (f *MoveFloors) read(pid, id int64) {
+	if f == nil {
+		return
+	}
+	if f.Last == nil {
+		f.Last = map[int64]int64{}
+	}
+	f.Last[pid] = max(f.Last[pid], id)
 }
 
 type incomingRead struct {
@@ -70,12 +148,16 @@ type incomingRead struct {
 }
 
 // Move is the one-partition move: lock the partition row, read incoming
-// in order, read the last seq handed out, insert outgoing with the next
-// seqs, delete exactly the ids read.
-func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMoveParams) (dialect.SequenceMoveResult, error) {
+// in order (above the partition's floor in f, which may be nil), read the
+// last seq handed out, insert outgoing with the next seqs, delete exactly
+// the ids read.
+func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMoveParams, f *MoveFloors) (dialect.SequenceMoveResult, error) {
 	var res dialect.SequenceMoveResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
 		res = dialect.SequenceMoveResult{PartitionID: p.PartitionID}
+		if f != nil {
+			clear(f.Last) // a retried transaction starts over
+		}
 		var locked []int64
 		if err := r.Query(ctx, tx, s.LockPartition, Args{"pid": p.PartitionID}, &locked); err != nil {
 			return err
@@ -87,12 +169,17 @@ func (s *MoveSQL) Move(ctx context.Context, r *Runner, p *dialect.SequenceMovePa
 		// A plain read: the partition lock already serialises sequencers, and
 		// rows of still-open producers are invisible here; they get later seqs.
 		var rows []incomingRead
-		if err := r.Query(ctx, tx, s.SelectIncoming, Args{"pid": p.PartitionID, "limit": p.Limit}, &rows); err != nil {
+		args := Args{"pid": p.PartitionID, "limit": p.Limit}
+		if f != nil {
+			args["after"] = f.after(p.PartitionID)
+		}
+		if err := r.Query(ctx, tx, s.SelectIncoming, args, &rows); err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
+		f.read(p.PartitionID, rows[len(rows)-1].ID)
 		tops, err := s.tops(ctx, r, tx, []int64{p.PartitionID})
 		if err != nil {
 			return err
@@ -158,9 +245,12 @@ func sortHeads(rows []headRow) {
 // whatever their number: lock the partition rows that are free, read each
 // one's head of line, read the last seq handed out of those with rows,
 // insert every outgoing row, delete exactly the incoming ids read.
-func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMoveManyParams) ([]dialect.SequenceMoveResult, error) {
+func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMoveManyParams, f *MoveFloors) ([]dialect.SequenceMoveResult, error) {
 	var out []dialect.SequenceMoveResult
 	err := r.RunInTx(ctx, func(ctx context.Context, tx bun.Tx) error {
+		if f != nil {
+			clear(f.Last) // a retried transaction starts over
+		}
 		out = make([]dialect.SequenceMoveResult, len(p.PartitionIDs))
 		for i, pid := range p.PartitionIDs {
 			out[i] = dialect.SequenceMoveResult{PartitionID: pid, Skipped: true}
@@ -182,14 +272,17 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 		if len(locks) == 0 || p.Limit < 1 {
 			return nil
 		}
-		var rows []headRow
-		if err := r.Query(ctx, tx, s.SelectHeads, Args{"pids": JSONArray(locks), "offset": p.Limit - 1}, &rows); err != nil {
+		rows, err := s.readHeads(ctx, r, tx, locks, p.Limit, f)
+		if err != nil {
 			return err
 		}
 		if len(rows) == 0 {
 			return nil
 		}
 		sortHeads(rows)
+		for _, row := range rows {
+			f.read(row.PartitionID, row.ID)
+		}
 		var withRows []int64
 		for _, row := range rows {
 			if !slices.Contains(withRows, row.PartitionID) {
