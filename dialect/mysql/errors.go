@@ -22,3 +22,11 @@ var disconnectRE = regexp.MustCompile(`Error (1927|2006|2013|1053|4031)\b|invali
 func isDisconnect(err error) bool {
 	return disconnectRE.MatchString(err.Error()) || kit.IsNetworkError(err)
 }
+
+// accessDeniedRE matches go-sql-driver's "Error 1227 (42000): Access
+// denied; you need (at least one of) the PROCESS privilege(s)", the move
+// floors' listing refused (floors.go).
+var accessDeniedRE = regexp.MustCompile(`Error 1227\b`)
+
+// isAccessDenied reports a statement refused for a missing privilege.
+func isAccessDenied(err error) bool { return accessDeniedRE.MatchString(err.Error()) }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"regexp"
 	"sync"
 	"time"
 
@@ -105,12 +104,6 @@ var floorSQL = floorsSQL{
 	Writers: kit.Inline(`SELECT t.trx_id, t.trx_mysql_thread_id = CONNECTION_ID() AS own
 FROM information_schema.INNODB_TRX t WHERE t.trx_rows_modified > 0 OR t.trx_mysql_thread_id = CONNECTION_ID()`),
 }
-
-// accessDeniedRE matches go-sql-driver's "Error 1227 (42000): Access
-// denied; you need (at least one of) the PROCESS privilege(s)".
-var accessDeniedRE = regexp.MustCompile(`Error 1227\b`)
-
-func isAccessDenied(err error) bool { return accessDeniedRE.MatchString(err.Error()) }
 
 // before returns each of pids' floors and the fence, for a move about to
 // begin, and whether the move should record what it reads (after). Without

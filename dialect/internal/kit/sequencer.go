@@ -280,11 +280,9 @@ func (s *MoveSQL) MoveMany(ctx context.Context, r *Runner, p *dialect.SequenceMo
 			return nil
 		}
 		sortHeads(rows)
-		for _, row := range rows {
-			f.read(row.PartitionID, row.ID)
-		}
 		var withRows []int64
 		for _, row := range rows {
+			f.read(row.PartitionID, row.ID)
 			if !slices.Contains(withRows, row.PartitionID) {
 				withRows = append(withRows, row.PartitionID)
 			}
