@@ -140,6 +140,11 @@ type Options struct {
 	// HeldWindow is each of held-snapshot's two windows (plain, then with
 	// a snapshot held). Defaults to 1m.
 	HeldWindow time.Duration `json:"held_window_ns"`
+	// HeldRate paces held-snapshot's producers to this many msgs/s in both
+	// windows; 0 lets them run at full rate. Below the pipeline's capacity
+	// the plain window's latency is the pipeline's, not a queue's, so the
+	// held/plain p99 says what the held snapshot alone costs.
+	HeldRate int `json:"held_rate,omitempty"`
 	// PartitionSweep are the partition counts the partitions scenario
 	// measures (sustained and latency for each, Duration per window); the
 	// ratios are to the first. Defaults to [16, 1024].
@@ -237,6 +242,8 @@ func (o Options) validate() error {
 		return bad("held window %v, soak duration %v: must be > 0", o.HeldWindow, o.SoakDuration)
 	case o.SoakInterval < 0 || o.SoakInterval > o.SoakDuration:
 		return bad("soak interval %v: must be > 0 and at most the soak duration %v", o.SoakInterval, o.SoakDuration)
+	case o.HeldRate < 0:
+		return bad("held rate %d: must be >= 0 (0: full rate)", o.HeldRate)
 	case o.SoakRate < 0:
 		return bad("soak rate %d: must be >= 0 (0: %.0f%% of a sustained run)", o.SoakRate, 100*SoakRateShareDefault)
 	case !slices.Contains([]string{AutovacuumLeave, AutovacuumOn, AutovacuumOff}, o.PGAutovacuum):

@@ -205,6 +205,7 @@ func TestOptionsValidate(t *testing.T) {
 		"partition sweep":  func(o *Options) { o.PartitionSweep = []int{16, outbox.MaxPartitions + 1} },
 		"held window":      func(o *Options) { o.HeldWindow = -time.Second },
 		"soak interval":    func(o *Options) { o.SoakDuration, o.SoakInterval = time.Second, time.Minute },
+		"held rate":        func(o *Options) { o.HeldRate = -1 },
 		"soak rate":        func(o *Options) { o.SoakRate = -1 },
 		"pg autovacuum":    func(o *Options) { o.PGAutovacuum = "auto" },
 	} {

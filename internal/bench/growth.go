@@ -15,6 +15,9 @@ import (
 // pile up. The held figure carries the ratios held/plain, run by run.
 func (b *bencher) heldSnapshotFigure(ctx context.Context, producers int) ([]Result, error) {
 	shape := fmt.Sprintf("%s, %d partitions, %v window", sustainedVariant(b.opts.Batch, producers), b.opts.Partitions, b.opts.HeldWindow)
+	if b.opts.HeldRate > 0 {
+		shape = fmt.Sprintf("%s msgs/s offered, %s", fmtCount(float64(b.opts.HeldRate)), shape)
+	}
 	variants := [2]string{"plain, " + shape, "snapshot held, " + shape}
 	var runs [2][]pipelineRun
 	var use [2]usageStats
@@ -25,6 +28,9 @@ func (b *bencher) heldSnapshotFigure(ctx context.Context, producers int) ([]Resu
 		for v, withHold := range []bool{false, true} {
 			spec := b.sustainedSpec(b.opts.Partitions, producers)
 			spec.window = b.opts.HeldWindow
+			if b.opts.HeldRate > 0 {
+				spec.pace = paceFor(b.opts.HeldRate, producers, b.opts.Batch)
+			}
 			spec.windowEnd = func(ctx context.Context, r *run) error {
 				st, err := readStorage(ctx, r.d)
 				if err != nil {

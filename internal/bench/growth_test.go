@@ -246,6 +246,10 @@ func runTiny(t *testing.T, o Options) (*Report, string) {
 func testHeldSnapshot(t *testing.T, dbName string, base Options) {
 	o := tiny(base, ScenarioHeldSnapshot)
 	o.HeldWindow = time.Second
+	if dbName == "sqlite" {
+		// Paced here, at full rate on the servers: both paths run.
+		o.HeldRate = 200
+	}
 	if dbName == "postgres" {
 		// Set autovacuum to the value it has already: the whole path (ALTER
 		// SYSTEM, reload, restore) runs without changing what other tests
@@ -281,6 +285,16 @@ func testHeldSnapshot(t *testing.T, dbName string, base Options) {
 		case "sqlite":
 			assert.Contains(t, end[0], "file_bytes")
 		}
+	}
+	if o.HeldRate > 0 {
+		// 2 producers x 20 messages, one transaction each per 200 ms, the
+		// first a pace after the start: at most 200 in a 1 s window (240
+		// allows one more tick each). Unpaced, SQLite commits thousands.
+		for _, r := range res {
+			assert.True(t, strings.HasPrefix(r.Variant, "plain, 200 msgs/s offered, ") || strings.HasPrefix(r.Variant, "snapshot held, 200 msgs/s offered, "), r.Variant)
+			assert.LessOrEqual(t, r.Latency.Samples, int64(240), r.Variant)
+		}
+		assert.Contains(t, text, "held-snapshot windows 1s at 200 msgs/s")
 	}
 	assert.Empty(t, res[0].Ratios)
 	assert.Equal(t, []string{"delivered msgs/s held/plain", "latency p50 held/plain", "latency p99 held/plain"}, ratioNames(res[1]))

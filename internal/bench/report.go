@@ -60,7 +60,11 @@ func (r *Report) WriteText(w io.Writer) error {
 		o.Runs, o.Duration, o.Payload, o.Partitions, o.Batch, joinInts(o.DrainMessages), o.LatencyRate)
 	var growth []string
 	if slices.Contains(o.Scenarios, ScenarioHeldSnapshot) {
-		growth = append(growth, fmt.Sprintf("held-snapshot windows %v", o.HeldWindow))
+		rate := "full rate"
+		if o.HeldRate > 0 {
+			rate = fmt.Sprintf("%d msgs/s", o.HeldRate)
+		}
+		growth = append(growth, fmt.Sprintf("held-snapshot windows %v at %s", o.HeldWindow, rate))
 	}
 	if slices.Contains(o.Scenarios, ScenarioPartitions) {
 		growth = append(growth, fmt.Sprintf("partition sweep %s (%v windows)", joinInts(o.PartitionSweep), o.Duration))

@@ -23,8 +23,7 @@ func (b *bencher) soakFigure(ctx context.Context, producers int) ([]Result, erro
 		return nil, err
 	}
 	batch := b.opts.Batch
-	// Each producer commits one transaction of batch messages per pace.
-	pace := time.Duration(float64(time.Second) * float64(producers*batch) / float64(rate))
+	pace := paceFor(rate, producers, batch)
 	variant := fmt.Sprintf("%s msgs/s offered, %s, %d partitions, %v", fmtCount(float64(rate)),
 		sustainedVariant(batch, producers), b.opts.Partitions, b.opts.SoakDuration)
 	s := newSoakSampler(b, edgeSamples(b.opts.SoakDuration, b.opts.SoakInterval))
@@ -48,6 +47,12 @@ func (b *bencher) soakFigure(ctx context.Context, producers int) ([]Result, erro
 		res.Extra["failed"] = err.Error()
 	}
 	return []Result{res}, err
+}
+
+// paceFor is how often each of producers commits one transaction of batch
+// messages so that together they offer rate msgs/s.
+func paceFor(rate, producers, batch int) time.Duration {
+	return time.Duration(float64(time.Second) * float64(producers*batch) / float64(rate))
 }
 
 // soakRate is SoakRate, or SoakRateShareDefault of the throughput of a

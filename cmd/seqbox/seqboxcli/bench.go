@@ -64,6 +64,7 @@ func benchFlags(o *bench.Options, c *benchCLI) *flag.FlagSet {
 	fs.IntVar(&o.LatencyRate, "latency-rate", bench.LatencyRateDefault, "offered msgs/s of the latency scenario")
 	fs.IntVar(&o.CapacityStart, "capacity-start", bench.CapacityStartDefault, "offered msgs/s of the capacity scenario's first step (each next step offers 25% more; the last gap is then bisected twice)")
 	fs.DurationVar(&o.HeldWindow, "held-window", bench.HeldWindowDefault, "held-snapshot: length of each window (plain, then with a snapshot held)")
+	fs.IntVar(&o.HeldRate, "held-rate", 0, "held-snapshot: offered msgs/s in both windows (0: the producers' full rate)")
 	o.PartitionSweep = bench.PartitionSweepDefault()
 	fs.Var(intList{&o.PartitionSweep}, "partition-sweep", "partitions: partition counts to compare (sustained and latency, --duration each)")
 	fs.DurationVar(&o.SoakDuration, "soak-duration", bench.SoakDurationDefault, "soak: length of the run")
