@@ -22,12 +22,12 @@ var purgeSQL = kit.PurgeSQL{
 CASE WHEN locked_until IS NOT NULL AND locked_until > UTC_TIMESTAMP(6) THEN COALESCE(lease_limit, CAST(?largest_batch AS SIGNED)) ELSE 0 END AS lease_window
 FROM {processor} WHERE partition_id = ?pid FOR UPDATE`),
 	Incoming: kit.Inline(`SELECT i.id, i.body_id FROM {incoming} i
-WHERE i.partition_id = ?pid AND JSON_CONTAINS(` + incomingBody("headers") + `, ?headers) ORDER BY i.id LIMIT ?limit`),
+WHERE i.partition_id = ?pid AND i.id > 0 AND JSON_CONTAINS(` + incomingBody("headers") + `, ?headers) ORDER BY i.id LIMIT ?limit`),
 	// Counts: one statement, so one snapshot: a message the sequencer
 	// moves meanwhile is counted in one stage, not both.
 	Counts: kit.Inline(`SELECT p.id AS partition_id,
 	(SELECT COUNT(*) FROM {incoming} i
-		WHERE i.partition_id = p.id AND JSON_CONTAINS(` + incomingBody("headers") + `, ?headers)) AS incoming,
+		WHERE i.partition_id = p.id AND i.id > 0 AND JSON_CONTAINS(` + incomingBody("headers") + `, ?headers)) AS incoming,
 	(SELECT COUNT(*) FROM {outgoing_g0} o STRAIGHT_JOIN {body_g0} b ON b.id = o.body_id
 		WHERE o.partition_id = p.id AND o.seq > p.processed_seq AND o.seq <= p.processed_seq + p.lease_window
 		AND o.purged = 0 AND JSON_CONTAINS(b.headers, ?headers))

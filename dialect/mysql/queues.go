@@ -15,7 +15,14 @@ var registerSQL = kit.RegisterSQL{
 	InsertPartitions:     kit.Inline(`INSERT IGNORE INTO {partitions} (queue, partition_no) VALUES ?rows`, kit.Rows(`(?queue, ?no)`)),
 	InsertProcessors:     kit.Inline(`INSERT IGNORE INTO {processor} (partition_id) VALUES ?rows`, kit.Rows(`(?pid)`)),
 	InsertVacuumCounters: kit.Inline(`INSERT IGNORE INTO {vacuum_counter} (partition_id) VALUES ?rows`, kit.Rows(`(?pid)`)),
+	InsertStops:          kit.Inline(`INSERT IGNORE INTO {incoming} (id, partition_id, body_id, body_gen) ` + stopRows + ` WHERE p.queue = ?queue`),
 }
+
+// stopRows are the incoming stops (migration 012) of the partitions p
+// the caller's WHERE picks: -2 * id and -2 * id - 1, never read as rows
+// (every read of incoming is of ids above 0).
+const stopRows = `SELECT -2 * p.id - s.n, p.id, UNHEX(REPEAT('00', 16)), -1
+FROM {partitions} p CROSS JOIN (SELECT 0 AS n UNION ALL SELECT 1) s`
 
 // The partition list, by the unique key (queue, partition_no). They are
 // statements of statsSQL, the set of the read-only views.

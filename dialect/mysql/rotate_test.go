@@ -173,8 +173,9 @@ WHERE state = 'Waiting for table metadata lock' AND info LIKE ?)`, "%LOCK TABLES
 // TestMigrateRotationFromVersion10: tables of release 10 with rows in every
 // stage become generation 0, and the pipeline goes on from where it was:
 // the unmoved message is moved with the next seq, the unacked ones are
-// read, and once all are acked generation 0 is truncated. The migration
-// runs again without error (each statement is safe to run again).
+// read, and once all are acked generation 0 is truncated. The partition
+// gets its stops (migration 012). The migrations run again without error
+// (each statement is safe to run again).
 func TestMigrateRotationFromVersion10(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -213,13 +214,16 @@ func TestMigrateRotationFromVersion10(t *testing.T) {
 	m11, err := kit.LoadSchema(migrationFS)
 	require.NoError(t, err)
 	m11.Bootstrap = "SELECT 1"
-	m11.Migrations = m11.Migrations[10:11]
+	m11.Migrations = m11.Migrations[10:12] // 011 and 012
 	again, err := m11.Render(prefix)
 	require.NoError(t, err)
 	for _, q := range again[1:] {
 		exec(q)
 	}
 	require.Equal(t, 3, rotatetest.Count(t, db, prefix+"body"), "a second run changes nothing")
+	var stops []int64
+	require.NoError(t, db.NewRaw("SELECT id FROM ? WHERE partition_id = 1 AND id <= 0 ORDER BY id", bun.Ident(prefix+"incoming")).Scan(ctx, &stops))
+	require.Equal(t, []int64{-3, -2}, stops, "migration 012 gives the existing partition its stops, once")
 
 	rotatetest.UpgradedGoesOn(t, db, d, d, prefix, rotateParams)
 }

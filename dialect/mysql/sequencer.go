@@ -9,26 +9,22 @@ import (
 
 // sequencerStmts are the sequencer's statements of this dialect's own.
 type sequencerStmts struct {
-	// IncomingPartitions lists the partitions with incoming rows (the
-	// reconciler): one index probe per partition, where DISTINCT over
-	// incoming would read the whole backlog. A scalar subquery with a
-	// LIMIT, not EXISTS: MariaDB turned the EXISTS into a materialized
-	// semi-join that scanned all of incoming's (partition_id, id) index:
-	// with 1,024 partitions under load, 15,000 rows examined a call
-	// against 2,000 for the probes (BENCHMARKS.md, "MariaDB: the buffer
-	// pool, and what a held read view costs"). It reads from each
-	// partition's start, not its floor (floors.go): a correlated equality
-	// on partition_id is a ref access from the partition's start whatever
-	// the bound on id, and the join that would read from the floors, each
-	// partition range-checked, took 2.3 s a call at 1,024 partitions
-	// under load, against 77 ms for the probes (BENCHMARKS.md, "MariaDB's
-	// move floors").
-	IncomingPartitions *kit.Stmt
+	// Partitions lists every partition, for the reconciler: which of them
+	// have incoming rows is the head read's (moveSQL.SelectHeads), one row
+	// per arm, each from the partition's floor (floors.go). The probe it
+	// replaced, a scalar subquery per partition, read from each
+	// partition's start through every row moved while a read view was
+	// held: 36 ms a call after half a minute of a held read view at 6,000
+	// msgs/s, and 155 ms once it had to skip the stops (migration 012) by
+	// "id > 0" (BENCHMARKS.md, "MariaDB: the walk past a range's end"). A
+	// join reading from the floors, each partition range-checked, took
+	// 2.3 s a call at 1,024 partitions under load (BENCHMARKS.md,
+	// "MariaDB's move floors"); the arms are 32 index reads a statement.
+	Partitions *kit.Stmt
 }
 
 var sequencerSQL = sequencerStmts{
-	IncomingPartitions: kit.Inline(`SELECT pa.id FROM {partitions} pa
-WHERE (SELECT i.id FROM {incoming} i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) IS NOT NULL`),
+	Partitions: kit.Inline(`SELECT id FROM {partitions} ORDER BY id`),
 }
 
 // headArms is how many partitions the several-partition head read reads
@@ -61,7 +57,8 @@ FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	// Every partition's head of line in one statement of fixed text,
 	// prepared once per connection: an arm per partition, each a range of
 	// the (partition_id, id) index from the partition's floor (floors.go)
-	// up to ?limit rows, the unused arms given partition 0. A text per
+	// up to ?limit rows, the unused arms given partition 0, whose range
+	// ends at the first partition's stops (migration 012). A text per
 	// number of partitions was parsed and planned anew on every call; one
 	// JSON_TABLE of partitions needed a correlated subquery for each
 	// partition's last id, and MariaDB reads a correlated equality on
@@ -90,9 +87,15 @@ STRAIGHT_JOIN {incoming} i ON i.id = d.id`),
 	},
 }
 
-// IncomingPartitionList lists partitions with unsequenced rows.
+// IncomingPartitionList lists partitions with unsequenced rows: those
+// with a row above their floor.
 func (d *mysqlDialect) IncomingPartitionList(ctx context.Context, _ *dialect.IncomingPartitionListParams) ([]int64, error) {
-	return kit.ReadIDs(ctx, d.Runner, sequencerSQL.IncomingPartitions, nil)
+	pids, err := kit.ReadIDs(ctx, d.Runner, sequencerSQL.Partitions, nil)
+	if err != nil {
+		return nil, err
+	}
+	f, _, _ := d.floors.before(pids)
+	return moveSQL.HeadPartitions(ctx, d.Runner, d.DB(), pids, f)
 }
 
 // SequenceMove moves one batch with several simple statements, from the

@@ -44,7 +44,7 @@ WHERE a.i * 100 + b.i < 5003 ORDER BY a.i, b.i`, bun.Ident(tables.Incoming))
 		PartitionID int64 `bun:"partition_id"`
 		ID          int64 `bun:"id"`
 	}
-	require.NoError(t, db.NewRaw(`SELECT partition_id, id FROM ? ORDER BY id`, bun.Ident(tables.Incoming)).Scan(ctx, &ids))
+	require.NoError(t, db.NewRaw(`SELECT partition_id, id FROM ? WHERE `+dbtest.IncomingRows+` ORDER BY id`, bun.Ident(tables.Incoming)).Scan(ctx, &ids))
 	want := map[int64][]int64{}
 	for _, r := range ids {
 		if r.PartitionID != 1 || len(want[1]) < 10 {

@@ -27,9 +27,9 @@ COALESCE((SELECT b.created_at FROM {outgoing_g0} o STRAIGHT_JOIN {body_g0} b ON 
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
  (SELECT b.created_at FROM {outgoing_g2} o STRAIGHT_JOIN {body_g2} b ON b.id = o.body_id
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
-(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id) AS incoming,
+(SELECT COUNT(*) FROM {incoming} i WHERE i.partition_id = pa.id AND i.id > 0) AS incoming,
 (SELECT ` + incomingBody("created_at") + `
- FROM {incoming} i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+ FROM {incoming} i WHERE i.partition_id = pa.id AND i.id > 0 ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM {partitions} pa JOIN {processor} pr ON pr.partition_id = pa.id
 WHERE ?pid = 0 OR pa.id = ?pid ORDER BY pa.queue, pa.partition_no`),
 	DeadLetterCount: kit.Inline(`SELECT partition_id, status, COUNT(*) AS n FROM {dead_letters}

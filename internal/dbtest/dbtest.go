@@ -190,3 +190,9 @@ func Prefix(t testing.TB) string {
 	t.Cleanup(func() { dropPrefixed(t, prefix) })
 	return prefix
 }
+
+// IncomingRows is the WHERE clause of a test's read of incoming that
+// counts messages: MariaDB's incoming also holds each partition's two
+// stops, rows with negative ids that no read of the library sees
+// (dialect/mysql/migration/012_incoming_stops.sql).
+const IncomingRows = "id > 0"

@@ -28,6 +28,7 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
+	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/internal/uuidv7"
 )
 
@@ -309,7 +310,7 @@ func (e *env) count(table, where string, args ...any) int {
 
 // incoming counts a partition's incoming rows.
 func (e *env) incoming(pid int64) int {
-	return e.count(e.tb.Incoming, "partition_id = ?", pid)
+	return e.count(e.tb.Incoming, "partition_id = ? AND "+dbtest.IncomingRows, pid)
 }
 
 // dump renders every row of every table, for the cases that must write

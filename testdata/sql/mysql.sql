@@ -46,6 +46,10 @@ INSERT IGNORE INTO seqbox_processor (partition_id) VALUES (7), (7);
 -- RegisterSQL.InsertVacuumCounters (inlined)
 INSERT IGNORE INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7);
 
+-- RegisterSQL.InsertStops (inlined)
+INSERT IGNORE INTO seqbox_incoming (id, partition_id, body_id, body_gen) SELECT -2 * p.id - s.n, p.id, UNHEX(REPEAT('00', 16)), -1
+FROM seqbox_partitions p CROSS JOIN (SELECT 0 AS n UNION ALL SELECT 1) s WHERE p.queue = 'orders';
+
 -- InsertSQL.Bodies (inlined)
 INSERT INTO `seqbox_body_g1` (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
 
@@ -80,9 +84,8 @@ STRAIGHT_JOIN seqbox_dedup_keys d ON d.queue = 'orders' AND d.dedup_key = UNHEX(
 -- DedupSQL.Expire (inlined)
 DELETE FROM seqbox_dedup_keys WHERE expires_at <= UTC_TIMESTAMP(6) ORDER BY expires_at LIMIT 100;
 
--- sequencerStmts.IncomingPartitions (inlined)
-SELECT pa.id FROM seqbox_partitions pa
-WHERE (SELECT i.id FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) IS NOT NULL;
+-- sequencerStmts.Partitions (inlined)
+SELECT id FROM seqbox_partitions ORDER BY id;
 
 -- MoveSQL.LockPartition (inlined)
 SELECT id FROM seqbox_partitions WHERE id = 7 FOR UPDATE SKIP LOCKED;
@@ -403,14 +406,14 @@ FROM seqbox_processor WHERE partition_id = 7 FOR UPDATE;
 
 -- PurgeSQL.Incoming (inlined)
 SELECT i.id, i.body_id FROM seqbox_incoming i
-WHERE i.partition_id = 7 AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+WHERE i.partition_id = 7 AND i.id > 0 AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
 	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
 	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END, '{"tenant":"acme"}') ORDER BY i.id LIMIT 100;
 
 -- PurgeSQL.Counts (inlined)
 SELECT p.id AS partition_id,
 	(SELECT COUNT(*) FROM seqbox_incoming i
-		WHERE i.partition_id = p.id AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
+		WHERE i.partition_id = p.id AND i.id > 0 AND JSON_CONTAINS(CASE i.body_gen WHEN 0 THEN (SELECT b.headers FROM seqbox_body_g0 b WHERE b.id = i.body_id)
 	WHEN 1 THEN (SELECT b.headers FROM seqbox_body_g1 b WHERE b.id = i.body_id)
 	WHEN 2 THEN (SELECT b.headers FROM seqbox_body_g2 b WHERE b.id = i.body_id) END, '{"tenant":"acme"}')) AS incoming,
 	(SELECT COUNT(*) FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_body_g0 b ON b.id = o.body_id
@@ -498,11 +501,11 @@ COALESCE((SELECT b.created_at FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_bod
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
  (SELECT b.created_at FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
-(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id) AS incoming,
+(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.id > 0) AS incoming,
 (SELECT CASE i.body_gen WHEN 0 THEN (SELECT b.created_at FROM seqbox_body_g0 b WHERE b.id = i.body_id)
 	WHEN 1 THEN (SELECT b.created_at FROM seqbox_body_g1 b WHERE b.id = i.body_id)
 	WHEN 2 THEN (SELECT b.created_at FROM seqbox_body_g2 b WHERE b.id = i.body_id) END
- FROM seqbox_incoming i WHERE i.partition_id = pa.id ORDER BY i.id LIMIT 1) AS oldest_incoming
+ FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.id > 0 ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7 ORDER BY pa.queue, pa.partition_no;
 

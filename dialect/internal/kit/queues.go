@@ -22,6 +22,10 @@ type RegisterSQL struct {
 	// skipping existing ones.
 	InsertProcessors     *Stmt
 	InsertVacuumCounters *Stmt
+	// InsertStops, where set, gives queue ?queue's new partitions their
+	// incoming stops (MariaDB; migration 012 there), skipping existing
+	// ones.
+	InsertStops *Stmt `kit:"optional"`
 }
 
 type partitionRow struct {
@@ -84,6 +88,11 @@ func (s *RegisterSQL) queue(ctx context.Context, r *Runner, tx bun.Tx, q dialect
 		}
 		if err := r.Query(ctx, tx, s.PartitionRows, Args{"queue": q.Queue}, &rows); err != nil {
 			return nil, err
+		}
+		if n > 0 && s.InsertStops != nil {
+			if _, err := r.Exec(ctx, tx, s.InsertStops, Args{"queue": q.Queue}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(rows) != q.Partitions {

@@ -82,7 +82,7 @@ func HeadArms(arm string, n int) string {
 
 // readHeads reads the head of line of each partition of locks: up to limit
 // rows each, above its floor in f.
-func (s *MoveSQL) readHeads(ctx context.Context, r *Runner, tx bun.Tx, locks []int64, limit int, f *MoveFloors) ([]headRow, error) {
+func (s *MoveSQL) readHeads(ctx context.Context, r *Runner, tx bun.IConn, locks []int64, limit int, f *MoveFloors) ([]headRow, error) {
 	var rows []headRow
 	if s.HeadArms == 0 {
 		// From each partition's start: a floor below the true one is safe.
@@ -105,6 +105,22 @@ func (s *MoveSQL) readHeads(ctx context.Context, r *Runner, tx bun.Tx, locks []i
 		rows = append(rows, part...)
 	}
 	return rows, nil
+}
+
+// HeadPartitions lists, in order, which of pids have a row above their
+// floor in f: the head read with one row per arm, which never reads ahead
+// past a partition's range (the reconciler's list; MariaDB's).
+func (s *MoveSQL) HeadPartitions(ctx context.Context, r *Runner, conn bun.IConn, pids []int64, f *MoveFloors) ([]int64, error) {
+	rows, err := s.readHeads(ctx, r, conn, pids, 1, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, row.PartitionID)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // MoveFloors carries a dialect's move floors into a move, and what the
