@@ -52,6 +52,7 @@ func Migrations(prefix string) *migrate.Migrations {
 		{"20261128000002", "seqbox_schema_incoming_without_primary_key"},
 		{"20261128000003", "seqbox_schema_partition_bounds"},
 		{"20261128000004", "seqbox_schema_processor_versions"},
+		{"20261128000005", "seqbox_schema_incoming_stops"},
 	} {
 		ms.Add(migrate.Migration{Name: e.name, Comment: e.comment, Up: up, Down: keep})
 	}

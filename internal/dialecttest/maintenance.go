@@ -9,7 +9,6 @@ import (
 	"github.com/uptrace/bun"
 
 	"github.com/seqbox/seqbox/dialect"
-	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/vacuum"
 )
 
@@ -70,7 +69,7 @@ func testPurgePartition(t *testing.T, open Open) {
 
 		// Incoming: a's rows and bodies gone, b's kept.
 		var left []outRow
-		require.NoError(t, e.db.NewRaw("SELECT body_id FROM ? WHERE partition_id = ? AND "+dbtest.IncomingRows, bun.Ident(e.tb.Incoming), pid).Scan(e.ctx, &left))
+		require.NoError(t, e.db.NewRaw("SELECT body_id FROM ? WHERE partition_id = ? AND "+incomingRows, bun.Ident(e.tb.Incoming), pid).Scan(e.ctx, &left))
 		require.Len(t, left, 1)
 		require.Equal(t, in[1][:], left[0].BodyID)
 		require.Zero(t, e.count(e.tb.Body, "id IN (?)", bun.List([][]byte{in[0][:], in[2][:]})))

@@ -501,11 +501,11 @@ COALESCE((SELECT b.created_at FROM seqbox_outgoing_g0 o STRAIGHT_JOIN seqbox_bod
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1),
  (SELECT b.created_at FROM seqbox_outgoing_g2 o STRAIGHT_JOIN seqbox_body_g2 b ON b.id = o.body_id
 	WHERE o.partition_id = pa.id AND o.seq = pr.processed_seq + 1)) AS oldest_outgoing,
-(SELECT COUNT(*) FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.id > 0) AS incoming,
+(SELECT COUNT(*) FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = pa.id AND i.id > 0) AS incoming,
 (SELECT CASE i.body_gen WHEN 0 THEN (SELECT b.created_at FROM seqbox_body_g0 b WHERE b.id = i.body_id)
 	WHEN 1 THEN (SELECT b.created_at FROM seqbox_body_g1 b WHERE b.id = i.body_id)
 	WHEN 2 THEN (SELECT b.created_at FROM seqbox_body_g2 b WHERE b.id = i.body_id) END
- FROM seqbox_incoming i WHERE i.partition_id = pa.id AND i.id > 0 ORDER BY i.id LIMIT 1) AS oldest_incoming
+ FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id) WHERE i.partition_id = pa.id AND i.id > 0 ORDER BY i.id LIMIT 1) AS oldest_incoming
 FROM seqbox_partitions pa JOIN seqbox_processor pr ON pr.partition_id = pa.id
 WHERE 7 = 0 OR pa.id = 7 ORDER BY pa.queue, pa.partition_no;
 
