@@ -46,6 +46,21 @@ func newFloorsFixture(t *testing.T, db *bun.DB) *floorsFixture {
 	return &floorsFixture{t: t, ctx: ctx, db: db, d: d, pids: pids[0]}
 }
 
+// holdReadView opens a read view on a connection of its own, held until
+// the test ends: InnoDB keeps every entry deleted after it.
+func (f *floorsFixture) holdReadView() bun.Conn {
+	f.t.Helper()
+	reader, err := f.db.Conn(f.ctx)
+	require.NoError(f.t, err)
+	f.t.Cleanup(func() {
+		_, _ = reader.ExecContext(context.Background(), `ROLLBACK`)
+		_ = reader.Close()
+	})
+	_, err = reader.ExecContext(f.ctx, `START TRANSACTION WITH CONSISTENT SNAPSHOT`)
+	require.NoError(f.t, err)
+	return reader
+}
+
 // enqueue writes one message to pid on conn and returns its incoming id.
 func (f *floorsFixture) enqueue(conn bun.IConn, pid int64) int64 {
 	f.t.Helper()
@@ -170,12 +185,7 @@ func TestFloorsPassAReadOnlySnapshot(t *testing.T) {
 	f := newFloorsFixture(t, dbtest.MySQL(t))
 	pid := f.pids[1]
 
-	reader, err := f.db.Conn(f.ctx)
-	require.NoError(t, err)
-	defer func() { _ = reader.Close() }()
-	_, err = reader.ExecContext(f.ctx, `START TRANSACTION WITH CONSISTENT SNAPSHOT`)
-	require.NoError(t, err)
-	defer func() { _, _ = reader.ExecContext(context.Background(), `ROLLBACK`) }()
+	reader := f.holdReadView()
 	var n int
 	require.NoError(t, reader.NewRaw(`SELECT COUNT(*) FROM ? WHERE `+dbtest.IncomingRows, bun.Ident(f.d.Tables().Incoming)).Scan(f.ctx, &n))
 

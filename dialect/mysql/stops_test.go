@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
@@ -50,12 +49,7 @@ func TestStopsEndAHeadRead(t *testing.T) {
 	// Two partitions with stops, f.pids; two without, past every real one.
 	bare := []int64{f.pids[1] + 1000, f.pids[1] + 1001}
 
-	reader, err := f.db.Conn(f.ctx)
-	require.NoError(t, err)
-	defer func() { _ = reader.Close() }()
-	_, err = reader.ExecContext(f.ctx, `START TRANSACTION WITH CONSISTENT SNAPSHOT`)
-	require.NoError(t, err)
-	defer func() { _, _ = reader.ExecContext(context.Background(), `ROLLBACK`) }()
+	f.holdReadView()
 
 	for _, pair := range [][2]int64{{f.pids[0], f.pids[1]}, {bare[0], bare[1]}} {
 		head, next := pair[0], pair[1]
