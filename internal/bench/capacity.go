@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"time"
 )
 
 // The capacity scenario's ladder of offered rates and its tests of "kept
@@ -85,7 +84,7 @@ func (b *bencher) capacityFigure(ctx context.Context, producers int) ([]Result, 
 	var use, baseUse usageStats
 	for i := range b.opts.Runs {
 		ladder, best, producerLimited, err := climb(float64(b.opts.CapacityStart), func(offered float64) (CapacityStep, error) {
-			pace := time.Duration(float64(time.Second) * float64(producers*batch) / offered)
+			pace := paceFor(offered, producers, batch)
 			spec := pipelineSpec{partitions: b.opts.Partitions, producers: producers, batch: batch, window: b.opts.Duration, pace: pace}
 			label := fmt.Sprintf("%s, %s msgs/s offered", b.runLabel(ScenarioCapacity, variant, i), fmtCount(offered))
 			pr, err := b.pipelineOnce(ctx, label, &use, spec, delivered)

@@ -29,7 +29,7 @@ func (b *bencher) heldSnapshotFigure(ctx context.Context, producers int) ([]Resu
 			spec := b.sustainedSpec(b.opts.Partitions, producers)
 			spec.window = b.opts.HeldWindow
 			if b.opts.HeldRate > 0 {
-				spec.pace = paceFor(b.opts.HeldRate, producers, b.opts.Batch)
+				spec.pace = paceFor(float64(b.opts.HeldRate), producers, b.opts.Batch)
 			}
 			spec.windowEnd = func(ctx context.Context, r *run) error {
 				st, err := readStorage(ctx, r.d)

@@ -900,6 +900,12 @@ type pipelineSpec struct {
 	watch func(ctx context.Context, w *pipelineWatch) error
 }
 
+// paceFor is how often each of producers commits one transaction of batch
+// messages so that together they offer rate msgs/s (pipelineSpec.pace).
+func paceFor(rate float64, producers, batch int) time.Duration {
+	return time.Duration(float64(time.Second) * float64(producers*batch) / rate)
+}
+
 // pipelineWatch is what a watcher may read while a pipeline runs.
 type pipelineWatch struct {
 	r         *run
@@ -1066,7 +1072,7 @@ func (b *bencher) sustainedSpec(partitions, producers int) pipelineSpec {
 // latencySpec is the latency shape: LatencyRate offered by one-message
 // transactions, for Duration.
 func (b *bencher) latencySpec(partitions, producers int) pipelineSpec {
-	pace := time.Duration(float64(time.Second) * float64(producers) / float64(b.opts.LatencyRate))
+	pace := paceFor(float64(b.opts.LatencyRate), producers, 1)
 	return pipelineSpec{partitions: partitions, producers: producers, batch: 1, window: b.opts.Duration, pace: max(pace, time.Microsecond)}
 }
 

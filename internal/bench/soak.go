@@ -23,7 +23,7 @@ func (b *bencher) soakFigure(ctx context.Context, producers int) ([]Result, erro
 		return nil, err
 	}
 	batch := b.opts.Batch
-	pace := paceFor(rate, producers, batch)
+	pace := paceFor(float64(rate), producers, batch)
 	variant := fmt.Sprintf("%s msgs/s offered, %s, %d partitions, %v", fmtCount(float64(rate)),
 		sustainedVariant(batch, producers), b.opts.Partitions, b.opts.SoakDuration)
 	s := newSoakSampler(b, edgeSamples(b.opts.SoakDuration, b.opts.SoakInterval))
@@ -47,12 +47,6 @@ func (b *bencher) soakFigure(ctx context.Context, producers int) ([]Result, erro
 		res.Extra["failed"] = err.Error()
 	}
 	return []Result{res}, err
-}
-
-// paceFor is how often each of producers commits one transaction of batch
-// messages so that together they offer rate msgs/s.
-func paceFor(rate, producers, batch int) time.Duration {
-	return time.Duration(float64(time.Second) * float64(producers*batch) / float64(rate))
 }
 
 // soakRate is SoakRate, or SoakRateShareDefault of the throughput of a
