@@ -43,20 +43,30 @@ import (
 // processor; a transactional handler's work rolled back and redone). One
 // table at a time, the rotator holds nothing while it waits.
 //
-//  1. outgoing: under its lock, no row of it is above its partition's
-//     cursor (its tops read on the locked connection, the cursors after
-//     the lock on another: cursors only rise, and no row can be added).
-//     An incoming row whose body is in the generation may still be there:
-//     its outgoing row, once moved, goes into the emptied table.
-//  2. body: under its lock, no message of the generation is unacked,
+// Body goes first, because WaitProcessed (MessagePendingList) reads a
+// body without an outgoing row as a message not yet moved: an outgoing
+// row must never be gone while its body is there. Outgoing first left
+// exactly that, acked messages reported pending, for as long as a
+// producer's open transaction held the body table (a conformance case
+// waited out its five minutes so, under load).
+//
+//  1. body: under its lock, no message of the generation is unacked,
 //     read on another connection in one statement, so one read view: no
 //     live incoming row has its body there, and no outgoing row of the
-//     generation (moved since step 1) is above its cursor. Nothing can be
-//     added: a producer that wrote the table has committed (the lock
-//     waited for it), with its incoming row, and the next waits.
+//     generation is above its cursor. Nothing can be added: a producer
+//     that wrote the table has committed (the lock waited for it), with
+//     its incoming row, and the next waits.
+//  2. outgoing: under its lock, no row of it is above its partition's
+//     cursor (its tops read on the locked connection, the cursors after
+//     the lock on another: cursors only rise, and no row can be added),
+//     and the body table is still empty. A stale producer may have written
+//     a body there since step 1; its outgoing row, once moved, must stay
+//     beside it, so the table waits for the next round. One still
+//     uncommitted is not seen, and needs no wait: its outgoing row can
+//     only be written after the truncation, which holds the table.
 //
-// A rotator killed between the two leaves a generation whose outgoing
-// table is empty and whose bodies are all acked; the next round finishes.
+// A rotator killed between the two leaves a generation whose bodies are
+// gone and whose outgoing rows are all acked; the next round finishes.
 
 // genTop is one partition's last seq in one generation.
 type genTop struct {
@@ -95,6 +105,8 @@ type rotations struct {
 	// table) holds a message not acked, by PendingCursors' probes, in one
 	// statement.
 	Pending *kit.Stmt
+	// Occupied reads whether ?body holds a row.
+	Occupied *kit.Stmt
 	// Truncate empties ?table; Unlock releases the session's table locks.
 	Truncate *kit.Stmt
 	Unlock   *kit.Stmt
@@ -175,6 +187,7 @@ WHERE v.pruned_seq < pr.processed_seq`),
 	Cursors: kit.Inline(`SELECT partition_id, processed_seq FROM {processor}`),
 	Pending: kit.Inline(`SELECT EXISTS (SELECT 1 FROM {processor} pr JOIN {partitions} pa ON pa.id = pr.partition_id
 WHERE ` + pendingOutgoing + ` OR ` + pendingIncoming + `)`),
+	Occupied: kit.Inline(`SELECT EXISTS (SELECT 1 FROM ?body)`),
 	Truncate: kit.Inline(`TRUNCATE TABLE ?table`),
 	Unlock:   kit.Inline(`UNLOCK TABLES`),
 }
@@ -227,13 +240,7 @@ func (d *mysqlDialect) truncateGen(ctx context.Context, g int, lockTimeout time.
 	if len(pending) > 0 {
 		return dialect.RotatePending, nil
 	}
-	reason, err := d.truncateLocked(ctx, "outgoing", outgoing, lockTimeout, func(conn bun.Conn) error {
-		return d.outgoingAcked(ctx, conn, outgoing)
-	})
-	if reason != "" || err != nil {
-		return reason, err
-	}
-	reason, err = d.truncateLocked(ctx, "body", body, lockTimeout, func(bun.Conn) error {
+	reason, err := d.truncateLocked(ctx, "body", body, lockTimeout, func(bun.Conn) error {
 		var pending bool
 		if err := d.Query(ctx, d.DB(), rotateSQL.Pending, check, &pending); err != nil {
 			return err
@@ -242,6 +249,15 @@ func (d *mysqlDialect) truncateGen(ctx context.Context, g int, lockTimeout time.
 			return errPending
 		}
 		return nil
+	})
+	if reason != "" || err != nil {
+		return reason, err
+	}
+	if err := d.rotateHook(ctx, "between", bun.Conn{}); err != nil {
+		return "", err
+	}
+	reason, err = d.truncateLocked(ctx, "outgoing", outgoing, lockTimeout, func(conn bun.Conn) error {
+		return d.outgoingAcked(ctx, conn, outgoing, body)
 	})
 	if reason != "" || err != nil {
 		return reason, err
@@ -283,9 +299,18 @@ func (d *mysqlDialect) truncateLocked(ctx context.Context, name string, table bu
 }
 
 // outgoingAcked is the check under outgoing's lock: errPending when a row
-// of it is above its partition's cursor. Its tops are read on conn, which
-// holds the table; the cursors on another connection, after the lock.
-func (d *mysqlDialect) outgoingAcked(ctx context.Context, conn bun.Conn, outgoing bun.Ident) error {
+// of it is above its partition's cursor, or when body, truncated just
+// before, holds a row again (a stale producer's). Its tops are read on
+// conn, which holds the table; the rest on another connection, after the
+// lock.
+func (d *mysqlDialect) outgoingAcked(ctx context.Context, conn bun.Conn, outgoing, body bun.Ident) error {
+	var occupied bool
+	if err := d.Query(ctx, d.DB(), rotateSQL.Occupied, kit.Args{"body": body}, &occupied); err != nil {
+		return err
+	}
+	if occupied {
+		return errPending
+	}
 	var tops []genTop
 	if err := d.Query(ctx, conn, rotateSQL.Tops, kit.Args{"outgoing": outgoing}, &tops); err != nil {
 		return err
@@ -318,9 +343,10 @@ func lockTimedOut(err error) bool { return lockTimeoutRE.MatchString(err.Error()
 var lockTimeoutRE = regexp.MustCompile(`Error (1969|1205)\b`)
 
 // rotateHook runs the test hook at a stage of a truncation ("locked
-// outgoing", "locked body": after a table's lock, before its check;
-// "truncated outgoing", "truncated body": after its TRUNCATE), so that a
-// test can kill the connection there. nil outside tests.
+// body", "locked outgoing": after a table's lock, before its check;
+// "truncated body", "truncated outgoing": after its TRUNCATE; "between":
+// with neither table locked, conn the zero Conn), so that a test can kill
+// the connection there, or write between the two. nil outside tests.
 func (d *mysqlDialect) rotateHook(ctx context.Context, stage string, conn bun.Conn) error {
 	if d.onRotate == nil {
 		return nil

@@ -36,10 +36,11 @@ func newRotating(t *testing.T) (*bun.DB, *mysqlDialect, string) {
 
 // TestRotateKilledWhileLocked: the rotating process dies at each stage of
 // a truncation (its connection killed, and the round goes no further):
-// holding outgoing's lock before its check, after its TRUNCATE, and the
-// same for body. TRUNCATE cannot be rolled back, so what is already
+// holding body's lock before its check, after its TRUNCATE, and the same
+// for outgoing. TRUNCATE cannot be rolled back, so what is already
 // truncated stays so, and only acked rows were: nothing of the messages
-// is lost, the generation is still closed, and the next round finishes it
+// is lost, no acked one is reported pending, the generation is still
+// closed, and the next round finishes it
 // (docs/ROTATION.md, "MariaDB"). The crash and connection-fault cases of
 // the conformance suite kill at random across rotations.
 func TestRotateKilledWhileLocked(t *testing.T) {
@@ -49,10 +50,10 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 		outgoing, bodies int
 		lockedTable      string
 	}{
-		{"locked outgoing", 3, 3, "outgoing_g0"},
-		{"truncated outgoing", 0, 3, "outgoing_g0"},
-		{"locked body", 0, 3, "body_g0"},
-		{"truncated body", 0, 0, "body_g0"},
+		{"locked body", 3, 3, "body_g0"},
+		{"truncated body", 3, 0, "body_g0"},
+		{"locked outgoing", 3, 0, "outgoing_g0"},
+		{"truncated outgoing", 0, 0, "outgoing_g0"},
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			ctx := t.Context()
@@ -100,6 +101,9 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			require.Equal(t, []string{"closed", "current", "empty"}, rotatetest.GenStates(t, db, prefix))
 			require.Equal(t, tc.outgoing, rotatetest.Count(t, db, prefix+"outgoing_g0"))
 			require.Equal(t, tc.bodies, rotatetest.Count(t, db, prefix+"body_g0"))
+			pending, err := d.MessagePendingList(ctx, &dialect.MessagePendingListParams{IDs: []dialect.MessageID{{1}, {2}, {3}}})
+			require.NoError(t, err)
+			require.Empty(t, pending, "acked messages are not pending, whatever was truncated")
 			d.onRotate = nil
 			res, err = d.TableRotate(ctx, rotateParams)
 			require.NoError(t, err)
@@ -115,6 +119,57 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 	}
 }
 
+// TestRotateStaleBodyKeepsItsOutgoing: a stale producer (one that has not
+// read the generation) writes a message into the generation whose body
+// table the round has just truncated, and it is moved and acked before
+// the round locks outgoing. Its outgoing row stays beside its body until
+// a round truncates both, so it is never reported pending: WaitProcessed
+// reads a body without an outgoing row as a message not yet moved.
+func TestRotateStaleBodyKeepsItsOutgoing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+	pid := rotatetest.OneQueue(t, d)
+	rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
+	ack := func(seq int) {
+		_, err := db.NewRaw("UPDATE ? SET processed_seq = ?", bun.Ident(prefix+"processor"), seq).Exec(ctx)
+		require.NoError(t, err)
+	}
+	ack(1)
+	res, err := d.TableRotate(ctx, rotateParams)
+	require.NoError(t, err)
+	require.True(t, res.Switched) // 0 closed, all acked
+
+	stale, err := New(ctx, db, prefix) // writes to generation 0 until it reads the current one
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = stale.Release() })
+	d.onRotate = func(ctx context.Context, at string, _ bun.Conn) error {
+		if at != "between" {
+			return nil
+		}
+		require.Zero(t, rotatetest.Count(t, db, prefix+"body_g0"), "body first")
+		rotatetest.EnqueueAndMove(t, db, stale, pid, dialect.MessageID{2})
+		ack(2)
+		return nil
+	}
+	res, err = d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: time.Second})
+	require.NoError(t, err)
+	require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, res.Refused, "the stale body holds outgoing back")
+	require.Equal(t, 2, rotatetest.Count(t, db, prefix+"outgoing_g0"), "seq 1's, whose body is gone, and the stale message's")
+	require.Equal(t, 1, rotatetest.Count(t, db, prefix+"body_g0"), "the stale message's")
+	pending, err := d.MessagePendingList(ctx, &dialect.MessagePendingListParams{IDs: []dialect.MessageID{{1}, {2}}})
+	require.NoError(t, err)
+	require.Empty(t, pending)
+
+	d.onRotate = nil
+	res, err = d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: time.Second})
+	require.NoError(t, err)
+	require.Equal(t, []int{0}, res.Truncated, "the next round truncates both")
+	require.Zero(t, rotatetest.Count(t, db, prefix+"outgoing"))
+	require.Zero(t, rotatetest.Count(t, db, prefix+"body"))
+}
+
 // errDied stops a round where a test's process dies.
 var errDied = errors.New("the rotating process died here")
 
@@ -127,47 +182,59 @@ func (d *mysqlDialect) lastSeq(t *testing.T, pid int64) int64 {
 	return st[0].Sequence
 }
 
-// TestRotateNeverMakesPipelineVictim: a pipeline transaction that holds a
-// generation's outgoing table and then reads its body table (a
-// transactional handler's lock, then its batch read) while the rotator
-// waits for that generation is never a deadlock's victim. Locking both
-// tables in one LOCK TABLES did that: the server takes them in the order
-// of their names, body first, and held body while it waited for outgoing
-// (docs/ROTATION.md, "MariaDB").
+// TestRotateNeverMakesPipelineVictim: a pipeline transaction that holds
+// one of a generation's tables and then reads the other (a transactional
+// handler's lock statement probes outgoing, then its batch read reads
+// outgoing and body) while the rotator waits for that generation is never
+// a deadlock's victim. Locking both tables in one LOCK TABLES did that:
+// the server takes them in the order of their names, body first, and held
+// body while it waited for outgoing (docs/ROTATION.md, "MariaDB"). Each
+// order of the two reads is tried; the transaction has the pipeline's
+// isolation, READ COMMITTED.
 func TestRotateNeverMakesPipelineVictim(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	db, d, prefix := newRotating(t)
-	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-	pid := rotatetest.OneQueue(t, d)
-	rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
-	_, err := db.NewRaw("UPDATE ? SET processed_seq = 1", bun.Ident(prefix+"processor")).Exec(ctx)
-	require.NoError(t, err)
-	res, err := d.TableRotate(ctx, rotateParams)
-	require.NoError(t, err)
-	require.True(t, res.Switched) // 0 closed, all acked
+	for _, tc := range []struct{ first, then, waitsFor string }{
+		// The rotator takes body first: it waits for the transaction's body.
+		{"body_g0", "outgoing_g0", "body_g0"},
+		// The body table is free: truncated (all acked), then the rotator
+		// waits for outgoing, and the transaction reads the emptied body.
+		{"outgoing_g0", "body_g0", "outgoing_g0"},
+	} {
+		t.Run(tc.first, func(t *testing.T) {
+			ctx := t.Context()
+			db, d, prefix := newRotating(t)
+			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
+			pid := rotatetest.OneQueue(t, d)
+			rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
+			_, err := db.NewRaw("UPDATE ? SET processed_seq = 1", bun.Ident(prefix+"processor")).Exec(ctx)
+			require.NoError(t, err)
+			res, err := d.TableRotate(ctx, rotateParams)
+			require.NoError(t, err)
+			require.True(t, res.Switched) // 0 closed, all acked
 
-	tx, err := db.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback() }()
-	require.Equal(t, 1, rotatetest.Count(t, tx, prefix+"outgoing_g0"))
-	done := make(chan dialect.TableRotateResult, 1)
-	go func() {
-		res, err := d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: 30 * time.Second})
-		if err != nil {
-			t.Error(err)
-		}
-		done <- res
-	}()
-	// The rotator waits for outgoing_g0, which tx holds.
-	for waiting := false; !waiting; {
-		require.NoError(t, db.NewRaw(`SELECT EXISTS (SELECT 1 FROM information_schema.processlist
-WHERE state = 'Waiting for table metadata lock' AND info LIKE ?)`, "%LOCK TABLES%"+prefix+"outgoing_g0%").Scan(ctx, &waiting))
+			tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback() }()
+			require.Equal(t, 1, rotatetest.Count(t, tx, prefix+tc.first))
+			done := make(chan dialect.TableRotateResult, 1)
+			go func() {
+				res, err := d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: 30 * time.Second})
+				if err != nil {
+					t.Error(err)
+				}
+				done <- res
+			}()
+			for waiting := false; !waiting; {
+				require.NoError(t, db.NewRaw(`SELECT EXISTS (SELECT 1 FROM information_schema.processlist
+WHERE state = 'Waiting for table metadata lock' AND info LIKE ?)`, "%LOCK TABLES%"+prefix+tc.waitsFor+"%").Scan(ctx, &waiting))
+			}
+			rotatetest.Count(t, tx, prefix+tc.then) // the pipeline's transaction reads on
+			require.NoError(t, tx.Commit())
+			require.Equal(t, []int{0}, (<-done).Truncated)
+			require.Equal(t, 0, rotatetest.Count(t, db, prefix+"body"))
+			require.Equal(t, 0, rotatetest.Count(t, db, prefix+"outgoing"))
+		})
 	}
-	require.Equal(t, 1, rotatetest.Count(t, tx, prefix+"body_g0"), "the pipeline's transaction reads on")
-	require.NoError(t, tx.Commit())
-	require.Equal(t, []int{0}, (<-done).Truncated)
-	require.Equal(t, 0, rotatetest.Count(t, db, prefix+"body"))
 }
 
 // TestMigrateRotationFromVersion10: tables of release 10 with rows in every

@@ -616,6 +616,9 @@ SELECT EXISTS (SELECT 1 FROM seqbox_processor pr JOIN seqbox_partitions pa ON pa
 WHERE (SELECT o.seq FROM `seqbox_outgoing_g1` o WHERE o.partition_id = pr.partition_id ORDER BY o.seq DESC LIMIT 1) > pr.processed_seq OR (SELECT i.id FROM seqbox_incoming i FORCE INDEX (seqbox_incoming_partition_id)
 	WHERE i.partition_id = pa.id AND i.body_gen = 1 ORDER BY i.id LIMIT 1) IS NOT NULL);
 
+-- rotations.Occupied (inlined)
+SELECT EXISTS (SELECT 1 FROM `seqbox_body_g1`);
+
 -- rotations.Truncate (inlined)
 TRUNCATE TABLE `seqbox_outgoing_g1`;
 
