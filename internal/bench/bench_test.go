@@ -307,6 +307,9 @@ func TestFormatting(t *testing.T) {
 	assert.Equal(t, "1,000,000", fmtCount(1e6))
 	assert.Equal(t, "-1,234", fmtCount(-1234))
 	assert.Equal(t, "5 [4-6]", fmtStat(newStat([]float64{4, 5, 6})))
+	assert.Equal(t, "0.50 [0.25-2.00]", fmtRatio(ratioStat([]float64{1, 1, 2}, []float64{4, 2, 1})))
+	assert.Equal(t, "0.50", fmtRatio(ratioStat([]float64{1, 1}, []float64{0, 2})), "a run whose divisor is 0 is left out")
+	assert.Equal(t, "n/a (its divisor was 0 in every run)", fmtRatio(ratioStat([]float64{1}, []float64{0})))
 }
 
 // TestCapacityJudge: a step kept up when its producers reached the offered

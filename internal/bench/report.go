@@ -174,7 +174,10 @@ func (r *Report) writeRatios(w io.Writer) error {
 }
 
 func fmtRatio(s Stat) string {
-	if len(s.Runs) <= 1 {
+	switch len(s.Runs) {
+	case 0:
+		return "n/a (its divisor was 0 in every run)"
+	case 1:
 		return fmt.Sprintf("%.2f", s.Median)
 	}
 	return fmt.Sprintf("%.2f [%.2f-%.2f]", s.Median, s.Min, s.Max)
