@@ -34,6 +34,29 @@ func newRotating(t *testing.T) (*bun.DB, *mysqlDialect, string) {
 	return db, d.(*mysqlDialect), prefix
 }
 
+// closedAcked migrates fresh tables, moves messages ids into one queue's
+// partition, acks them all and switches: generation 0 is closed, wholly
+// acked, and ready to be truncated.
+func closedAcked(t *testing.T, ids ...dialect.MessageID) (*bun.DB, *mysqlDialect, string, int64) {
+	t.Helper()
+	db, d, prefix := newRotating(t)
+	require.NoError(t, d.SchemaMigrate(t.Context(), &dialect.SchemaMigrateParams{}))
+	pid := rotatetest.OneQueue(t, d)
+	rotatetest.EnqueueAndMove(t, db, d, pid, ids...)
+	ackTo(t, db, prefix, len(ids))
+	res, err := d.TableRotate(t.Context(), rotateParams)
+	require.NoError(t, err)
+	require.True(t, res.Switched)
+	return db, d, prefix, pid
+}
+
+// ackTo moves the cursor of every partition to seq.
+func ackTo(t *testing.T, db *bun.DB, prefix string, seq int) {
+	t.Helper()
+	_, err := db.NewRaw("UPDATE ? SET processed_seq = ?", bun.Ident(prefix+"processor"), seq).Exec(t.Context())
+	require.NoError(t, err)
+}
+
 // TestRotateKilledWhileLocked: the rotating process dies at each stage of
 // a truncation (its connection killed, and the round goes no further):
 // holding body's lock before its check, after its TRUNCATE, and the same
@@ -57,15 +80,7 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 	} {
 		t.Run(tc.stage, func(t *testing.T) {
 			ctx := t.Context()
-			db, d, prefix := newRotating(t)
-			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-			pid := rotatetest.OneQueue(t, d)
-			rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
-			_, err := db.NewRaw("UPDATE ? SET processed_seq = 3", bun.Ident(prefix+"processor")).Exec(ctx)
-			require.NoError(t, err)
-			res, err := d.TableRotate(ctx, rotateParams)
-			require.NoError(t, err)
-			require.True(t, res.Switched)
+			db, d, prefix, pid := closedAcked(t, dialect.MessageID{1}, dialect.MessageID{2}, dialect.MessageID{3})
 
 			ids := make(chan int64, 1)
 			release := make(chan struct{})
@@ -88,7 +103,7 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			}()
 			victim := <-ids
 			var n int
-			err = db.NewRaw("SET STATEMENT max_statement_time = 0.05 FOR SELECT COUNT(*) FROM ?", bun.Ident(prefix+tc.lockedTable)).Scan(ctx, &n)
+			err := db.NewRaw("SET STATEMENT max_statement_time = 0.05 FOR SELECT COUNT(*) FROM ?", bun.Ident(prefix+tc.lockedTable)).Scan(ctx, &n)
 			require.ErrorContains(t, err, "max_statement_time", "the rotator holds %s: no one else reads it", tc.lockedTable)
 			_, err = db.ExecContext(ctx, "KILL ?", victim)
 			require.NoError(t, err)
@@ -105,7 +120,7 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, pending, "acked messages are not pending, whatever was truncated")
 			d.onRotate = nil
-			res, err = d.TableRotate(ctx, rotateParams)
+			res, err := d.TableRotate(ctx, rotateParams)
 			require.NoError(t, err)
 			if tc.outgoing+tc.bodies > 0 {
 				require.Equal(t, []int{0}, res.Truncated, "the next round truncates it")
@@ -128,18 +143,7 @@ func TestRotateKilledWhileLocked(t *testing.T) {
 func TestRotateStaleBodyKeepsItsOutgoing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	db, d, prefix := newRotating(t)
-	require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-	pid := rotatetest.OneQueue(t, d)
-	rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
-	ack := func(seq int) {
-		_, err := db.NewRaw("UPDATE ? SET processed_seq = ?", bun.Ident(prefix+"processor"), seq).Exec(ctx)
-		require.NoError(t, err)
-	}
-	ack(1)
-	res, err := d.TableRotate(ctx, rotateParams)
-	require.NoError(t, err)
-	require.True(t, res.Switched) // 0 closed, all acked
+	db, d, prefix, pid := closedAcked(t, dialect.MessageID{1})
 
 	stale, err := New(ctx, db, prefix) // writes to generation 0 until it reads the current one
 	require.NoError(t, err)
@@ -150,10 +154,10 @@ func TestRotateStaleBodyKeepsItsOutgoing(t *testing.T) {
 		}
 		require.Zero(t, rotatetest.Count(t, db, prefix+"body_g0"), "body first")
 		rotatetest.EnqueueAndMove(t, db, stale, pid, dialect.MessageID{2})
-		ack(2)
+		ackTo(t, db, prefix, 2)
 		return nil
 	}
-	res, err = d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: time.Second})
+	res, err := d.TableRotate(ctx, &dialect.TableRotateParams{Interval: time.Hour, Hold: time.Minute, LockTimeout: time.Second})
 	require.NoError(t, err)
 	require.Equal(t, []dialect.RotateRefusal{{Gen: 0, Reason: dialect.RotatePending}}, res.Refused, "the stale body holds outgoing back")
 	require.Equal(t, 2, rotatetest.Count(t, db, prefix+"outgoing_g0"), "seq 1's, whose body is gone, and the stale message's")
@@ -202,15 +206,7 @@ func TestRotateNeverMakesPipelineVictim(t *testing.T) {
 	} {
 		t.Run(tc.first, func(t *testing.T) {
 			ctx := t.Context()
-			db, d, prefix := newRotating(t)
-			require.NoError(t, d.SchemaMigrate(ctx, &dialect.SchemaMigrateParams{}))
-			pid := rotatetest.OneQueue(t, d)
-			rotatetest.EnqueueAndMove(t, db, d, pid, dialect.MessageID{1})
-			_, err := db.NewRaw("UPDATE ? SET processed_seq = 1", bun.Ident(prefix+"processor")).Exec(ctx)
-			require.NoError(t, err)
-			res, err := d.TableRotate(ctx, rotateParams)
-			require.NoError(t, err)
-			require.True(t, res.Switched) // 0 closed, all acked
+			db, d, prefix, _ := closedAcked(t, dialect.MessageID{1})
 
 			tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 			require.NoError(t, err)
