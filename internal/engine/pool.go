@@ -225,23 +225,36 @@ func (p *Pool) Run(ctx context.Context, stopping <-chan struct{}) error {
 	defer cancel()
 	var g errgroup.Group
 	for _, t := range p.tasks {
-		t.notify() // rows may already wait from before this process started
 		g.Go(func() error { t.run(ctx, waitCtx); return nil })
+	}
+	// Rows may already wait from before this process started: the first
+	// poll runs now. Waking every task instead sent one lease attempt per
+	// partition at once, 1,024 of them at 1,024 partitions, queued ahead
+	// of the first new messages' (docs/ARCHITECTURE.md, "The processor").
+	if !p.pollReady(waitCtx) && waitCtx.Err() == nil {
+		p.NotifyAll()
 	}
 	g.Go(func() error {
 		for lifecycle.Sleep(waitCtx, p.cfg.PollInterval) {
-			ids, err := p.d.ProcessorReadyList(waitCtx, &dialect.ProcessorReadyListParams{PartitionIDs: p.ids})
-			if err != nil {
-				if waitCtx.Err() == nil {
-					p.log.Warn("poll for ready partitions failed", slog.Any("error", err))
-				}
-				continue
-			}
-			for _, id := range ids {
-				p.Notify(id)
-			}
+			p.pollReady(waitCtx)
 		}
 		return nil
 	})
 	return g.Wait()
+}
+
+// pollReady wakes the tasks of the partitions with work that no lease or
+// retry holds, and reports whether it could read them.
+func (p *Pool) pollReady(ctx context.Context) bool {
+	ids, err := p.d.ProcessorReadyList(ctx, &dialect.ProcessorReadyListParams{PartitionIDs: p.ids})
+	if err != nil {
+		if ctx.Err() == nil {
+			p.log.Warn("poll for ready partitions failed", slog.Any("error", err))
+		}
+		return false
+	}
+	for _, id := range ids {
+		p.Notify(id)
+	}
+	return true
 }
