@@ -89,6 +89,11 @@ type tracker struct {
 	// replaces it at each sample to get the interval's percentiles.
 	window atomic.Pointer[histogram]
 	early  atomic.Int64
+	// settled is when the pipeline counts as started (ns since base):
+	// messages committed before it go to startup instead of all. Zero
+	// (the default) puts every message in all.
+	settled atomic.Int64
+	startup *histogram
 }
 
 const trackerShards = 64
@@ -104,7 +109,7 @@ type trackerShard struct {
 }
 
 func newTracker() *tracker {
-	t := &tracker{base: time.Now(), all: newHistogram()}
+	t := &tracker{base: time.Now(), all: newHistogram(), startup: newHistogram()}
 	for i := range t.shards {
 		t.shards[i].pending = make(map[outbox.MessageID]int64)
 	}
@@ -147,6 +152,11 @@ func (t *tracker) delivered(id outbox.MessageID) {
 	case v != deliveredFirst:
 		delete(s.pending, id)
 		latency = at - v
+		if v < t.settled.Load() {
+			s.mu.Unlock()
+			t.startup.record(latency)
+			return
+		}
 	default:
 		measured = false // delivered again before its commit was recorded
 	}
@@ -174,9 +184,22 @@ func (t *tracker) inFlight() int64 {
 	return n
 }
 
-// result summarises every latency measured and counts early deliveries.
+// settleAfter reports the messages committed from now until d has passed
+// apart, as the start-up's (startupResult), not in result.
+func (t *tracker) settleAfter(d time.Duration) {
+	t.settled.Store(t.now() + int64(d))
+}
+
+// result summarises every latency measured (but the start-up's) and counts
+// early deliveries.
 func (t *tracker) result() (LatencyStat, int64) {
 	return t.all.latency(), t.early.Load()
+}
+
+// startupResult summarises the latencies of the messages committed before
+// the pipeline counted as started (settleAfter), and counts them.
+func (t *tracker) startupResult() (LatencyStat, int64) {
+	return t.startup.latency(), t.startup.count()
 }
 
 // nextWindow starts a new interval histogram and returns the one it

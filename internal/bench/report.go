@@ -92,7 +92,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			ratio = fmt.Sprintf("%.2f", res.Ratio)
 		}
 		if l := res.Latency; l != nil {
-			lat = fmt.Sprintf("%s / %s / %s / %s", fmtMs(l.P50), fmtMs(l.P95), fmtMs(l.P99), fmtMs(l.Max))
+			lat = fmtLatency(*l)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", res.Scenario, res.Variant, fmtStat(res.MsgsPerSec), base, ratio, lat)
 	}
@@ -335,6 +335,11 @@ func fmtBytes(n int64) string {
 	}
 }
 
+// fmtLatency is a latency as the report's table shows it: p50 / p95 / p99 / max ms.
+func fmtLatency(l LatencyStat) string {
+	return fmt.Sprintf("%s / %s / %s / %s", fmtMs(l.P50), fmtMs(l.P95), fmtMs(l.P99), fmtMs(l.Max))
+}
+
 // fmtExtra formats an Extra value the same way whether it is the value
 // Run stored or what JSON decoding made of it (float64, []any, map[string]any).
 func fmtExtra(v any) string {
@@ -343,6 +348,11 @@ func fmtExtra(v any) string {
 		return "[]" // a nil list encodes as null
 	case Stat:
 		return fmtStat(v)
+	case *LatencyStat:
+		if v == nil {
+			return "-"
+		}
+		return fmtLatency(*v)
 	case float64:
 		if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 			return fmt.Sprint(int64(v))
@@ -360,6 +370,13 @@ func fmtExtra(v any) string {
 		hi, ok3 := v["max"].(float64)
 		if runs, ok4 := v["runs"].([]any); ok1 && ok2 && ok3 && ok4 { // a Stat read back from JSON
 			return fmtStat(Stat{Median: med, Min: lo, Max: hi, Runs: make([]float64, len(runs))})
+		}
+		p50, ok1 := v["p50_ms"].(float64)
+		p95, ok2 := v["p95_ms"].(float64)
+		p99, ok3 := v["p99_ms"].(float64)
+		top, ok4 := v["max_ms"].(float64)
+		if ok1 && ok2 && ok3 && ok4 { // a LatencyStat read back from JSON
+			return fmtLatency(LatencyStat{P50: p50, P95: p95, P99: p99, Max: top})
 		}
 	}
 	rv := reflect.ValueOf(v)

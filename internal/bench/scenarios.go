@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -856,6 +857,11 @@ type pipelineRun struct {
 	drainAfter     time.Duration // to deliver what was left after the window
 	retried        int64
 	duplicates     int64 // handler calls beyond the committed count: redeliveries
+	// settle, startup and startupN: the messages committed in the window's
+	// first settle, reported apart from latency (pipelineSpec.settle).
+	settle   time.Duration
+	startup  LatencyStat
+	startupN int64
 }
 
 // throughput is the window's messages over the time it took to deliver
@@ -883,6 +889,13 @@ type pipelineSpec struct {
 	window                       time.Duration
 	// pace > 0 paces every producer to one transaction per pace.
 	pace time.Duration
+	// settle > 0 reports the latency of the messages committed in the
+	// window's first settle apart (startup_latency_ms), not in the
+	// figure's: a process starting to work many partitions opens its
+	// connections and prepares its statements on them then, and at 1,024
+	// partitions on PostgreSQL that start-up alone set a run's p99
+	// (BENCHMARKS.md, "A pool's start").
+	settle time.Duration
 	// rowsMoment, when set, counts table rows into tableRowsInto when the
 	// producers stop (<moment>.end) and after the rest is delivered
 	// (<moment>.drained).
@@ -924,7 +937,11 @@ func (b *bencher) pipelineRun(ctx context.Context, spec pipelineSpec, m *meter) 
 	tr := newTracker()
 	// The latency so far, also when the run fails: a pipeline that stalls
 	// shows it there.
-	defer func() { res.latency, res.early = tr.result() }()
+	defer func() {
+		res.latency, res.early = tr.result()
+		res.startup, res.startupN = tr.startupResult()
+	}()
+	res.settle = spec.settle
 	var handled atomic.Int64
 	r, err := b.start(ctx, spec.partitions, processor.Leased(func(_ context.Context, d processor.Delivery) error {
 		tr.delivered(d.ID)
@@ -996,6 +1013,9 @@ func (b *bencher) pipelineRun(ctx context.Context, spec pipelineSpec, m *meter) 
 		steps[p] = b.enqueueStep(r, b.messages(spec.batch), tr)
 	}
 	m.begin(ctx)
+	if spec.settle > 0 {
+		tr.settleAfter(spec.settle)
+	}
 	if spec.watch != nil {
 		w := &pipelineWatch{r: r, tr: tr, handled: &handled, committed: &m.count, began: time.Now()}
 		watchers.Go(func() error {
@@ -1070,10 +1090,18 @@ func (b *bencher) sustainedSpec(partitions, producers int) pipelineSpec {
 }
 
 // latencySpec is the latency shape: LatencyRate offered by one-message
-// transactions, for Duration.
+// transactions, for Duration. The messages of its first seconds are
+// reported apart (latencySettle).
 func (b *bencher) latencySpec(partitions, producers int) pipelineSpec {
 	pace := paceFor(float64(b.opts.LatencyRate), producers, 1)
-	return pipelineSpec{partitions: partitions, producers: producers, batch: 1, window: b.opts.Duration, pace: max(pace, time.Microsecond)}
+	return pipelineSpec{partitions: partitions, producers: producers, batch: 1, window: b.opts.Duration, pace: max(pace, time.Microsecond),
+		settle: latencySettle(b.opts.Duration)}
+}
+
+// latencySettle is the start of a latency window reported apart: 2 s, or a
+// fifth of a shorter window's length.
+func latencySettle(window time.Duration) time.Duration {
+	return min(2*time.Second, window/5)
 }
 
 func sustainedVariant(batch, producers int) string {
@@ -1178,7 +1206,19 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 		drainMs = append(drainMs, r.drainAfter.Milliseconds())
 		series = append(series, r.backlogSeries)
 	}
-	return Result{Scenario: scenario, Variant: variant, MsgsPerSec: statOf(runs, rate), Latency: medianLatency(lat),
+	extra := map[string]any{}
+	if len(runs) > 0 && runs[0].settle > 0 {
+		startup := make([]LatencyStat, len(runs))
+		var n []int64
+		for i, r := range runs {
+			startup[i] = r.startup
+			n = append(n, r.startupN)
+		}
+		extra["latency_excludes_first"] = runs[0].settle.String() // of the window: the start-up's, below
+		extra["startup_latency_ms"] = medianLatency(startup)
+		extra["startup_messages"] = n
+	}
+	res := Result{Scenario: scenario, Variant: variant, MsgsPerSec: statOf(runs, rate), Latency: medianLatency(lat),
 		Extra: map[string]any{
 			"early_deliveries":         early, // handler ran before the producer recorded the commit: counted as 0 ms
 			"retried":                  retried,
@@ -1191,6 +1231,8 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 			"latency_includes_drain":   true,
 			"latency_commit_reference": "time.Now() after ob.Transaction returned",
 		}}
+	maps.Copy(res.Extra, extra)
+	return res
 }
 
 func plural(n int, word string) string {
