@@ -155,6 +155,7 @@ func faultyMySQL(e *Env) (*bun.DB, func() (int, error)) {
 
 func openFaulty(e *Env, sqldb *sql.DB, d schema.Dialect) *bun.DB {
 	sqldb.SetMaxOpenConns(24) // as dbtest
+	sqldb.SetMaxIdleConns(24)
 	db := bun.NewDB(sqldb, d)
 	e.T.Cleanup(func() { _ = db.Close() })
 	return db

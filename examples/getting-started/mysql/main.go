@@ -24,6 +24,9 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Keep the pool's connections: database/sql keeps 2 idle by default (README, "Keep the pool's connections").
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
 	db := bun.NewDB(sqldb, mysqldialect.New(mysqldialect.WithTimeLocation("UTC")))
 	defer db.Close()
 	if err := run(ctx, db); err != nil {

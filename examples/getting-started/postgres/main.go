@@ -21,6 +21,9 @@ func main() {
 	ctx := context.Background()
 	dsn := "postgres://postgres:@127.0.0.1:5432/test?sslmode=disable"
 	sqldb := sql.OpenDB(pgdriver.NewConnector(pgdriver.WithDSN(dsn)))
+	// Keep the pool's connections: database/sql keeps 2 idle by default (README, "Keep the pool's connections").
+	sqldb.SetMaxOpenConns(32)
+	sqldb.SetMaxIdleConns(32)
 	db := bun.NewDB(sqldb, pgdialect.New())
 	defer db.Close()
 	if err := run(ctx, db); err != nil {
