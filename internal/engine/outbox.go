@@ -131,8 +131,10 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	o.cancel = cancel
 	g := &o.tasks
-	cw := newConnWatch(d.DB().DB, o.log)
-	g.Go(func() error { cw.run(runCtx, o.stopping); return nil })
+	if db := d.DB(); db != nil && db.DB != nil {
+		cw := newConnWatch(db.DB, o.log)
+		g.Go(func() error { cw.run(runCtx, o.stopping); return nil })
+	}
 	if o.notify != nil {
 		g.Go(func() error { o.notify.run(runCtx, o.stopping); return nil })
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/uptrace/bun"
+
 	"github.com/seqbox/seqbox/dialect"
 )
 
@@ -67,6 +69,9 @@ type listeningDialect struct {
 	mu        sync.Mutex
 	listenCtx context.Context
 }
+
+// DB: no database behind this fake (the connection watch is skipped).
+func (*listeningDialect) DB() *bun.DB { return nil }
 
 var _ dialect.WakeupListener = (*listeningDialect)(nil)
 
