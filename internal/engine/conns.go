@@ -14,7 +14,7 @@ import (
 // again at its next use, and seqbox's prepared statements are prepared
 // again on it. database/sql keeps 2 idle connections unless told
 // otherwise, and seqbox's own work alone holds more at once (up to
-// 4 × Concurrency group steps, the sequencer's workers, the vacuum). On
+// 8 × Concurrency group steps, the sequencer's workers, the vacuum). On
 // PostgreSQL that default cut a sustained run from 21–23k to 8.6–8.9k msgs/s
 // (BENCHMARKS.md, "A pool's start"). It warns once per outbox.
 type connWatch struct {

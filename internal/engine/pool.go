@@ -37,7 +37,7 @@ const (
 type PoolConfig struct {
 	// Concurrency is how many handler calls run at once, across all
 	// queues. Defaults to 8. Leases and acks are taken outside those
-	// slots: on PostgreSQL and MySQL/MariaDB by up to 4×Concurrency
+	// slots: on PostgreSQL and MySQL/MariaDB by up to 8×Concurrency
 	// partitions at once, folded into shared statements (see GroupLeaser),
 	// so that many lightly loaded partitions do not wait on each other's
 	// round trips; elsewhere by Concurrency partitions, a connection each.
