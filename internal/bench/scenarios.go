@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"maps"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -1206,18 +1205,6 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 		drainMs = append(drainMs, r.drainAfter.Milliseconds())
 		series = append(series, r.backlogSeries)
 	}
-	extra := map[string]any{}
-	if len(runs) > 0 && runs[0].settle > 0 {
-		startup := make([]LatencyStat, len(runs))
-		var n []int64
-		for i, r := range runs {
-			startup[i] = r.startup
-			n = append(n, r.startupN)
-		}
-		extra["latency_excludes_first"] = runs[0].settle.String() // of the window: the start-up's, below
-		extra["startup_latency_ms"] = medianLatency(startup)
-		extra["startup_messages"] = n
-	}
 	res := Result{Scenario: scenario, Variant: variant, MsgsPerSec: statOf(runs, rate), Latency: medianLatency(lat),
 		Extra: map[string]any{
 			"early_deliveries":         early, // handler ran before the producer recorded the commit: counted as 0 ms
@@ -1231,7 +1218,16 @@ func pipelineResult(scenario, variant string, runs []pipelineRun, rate func(pipe
 			"latency_includes_drain":   true,
 			"latency_commit_reference": "time.Now() after ob.Transaction returned",
 		}}
-	maps.Copy(res.Extra, extra)
+	if len(runs) > 0 && runs[0].settle > 0 {
+		startup := make([]LatencyStat, len(runs))
+		n := make([]int64, len(runs))
+		for i, r := range runs {
+			startup[i], n[i] = r.startup, r.startupN
+		}
+		res.Extra["latency_excludes_first"] = runs[0].settle.String() // of the window: the start-up's, below
+		res.Extra["startup_latency_ms"] = medianLatency(startup)
+		res.Extra["startup_messages"] = n
+	}
 	return res
 }
 
