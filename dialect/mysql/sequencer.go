@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
@@ -71,10 +72,11 @@ FROM {processor} pr WHERE pr.partition_id IN (?pids)`),
 	WHERE i.partition_id = ?p%d AND i.id > ?a%d ORDER BY i.id LIMIT ?limit`, headArms)),
 	HeadArms: headArms,
 	Write: kit.WriteSQL{
-		// Into the generation of the rows' bodies, ?outgoing (rotate.go).
-		InsertOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
-			kit.Rows(`(?pid, ?seq, ?body_id, UTC_TIMESTAMP(6))`)),
-		PerGen: true,
+		// Into the generation of the rows' bodies (rotate.go).
+		InsertOutgoingGen: kit.PerGeneration(func(g int) *kit.Stmt {
+			return kit.Inline(`INSERT INTO {outgoing_g`+strconv.Itoa(g)+`} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+				kit.Rows(`(?pid, ?seq, ?body_id, UTC_TIMESTAMP(6))`))
+		}),
 		// The ids read, given as one JSON array, joined to incoming with
 		// STRAIGHT_JOIN so every row is found by primary key. A plain
 		// "DELETE … WHERE id IN (…)" may be planned as a table scan while

@@ -17,7 +17,8 @@ var dedupSQL = kit.DedupSQL{
 	// read of every key ran faster here than an upsert with RETURNING plus
 	// a read of the rest, the write being what costs (BENCHMARKS.md,
 	// "Figures behind design choices", "SQLite dedup claim without RETURNING").
-	Claim: kit.Inline(`INSERT INTO {dedup_keys} (queue, dedup_key, message_id, expires_at) VALUES ?rows
+	// Prepared in pieces like the enqueue's INSERTs (enqueue.go).
+	Claim: kit.PrepareRows(`INSERT INTO {dedup_keys} (queue, dedup_key, message_id, expires_at) VALUES ?rows
 ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at
 WHERE {dedup_keys}.expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')`,
 		kit.Rows(`(?queue, ?key, ?id, strftime('%Y-%m-%d %H:%M:%f', 'now', (?window_us / 1000000.0) || ' seconds'))`)),

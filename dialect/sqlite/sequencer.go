@@ -2,8 +2,7 @@ package sqlite
 
 import (
 	"context"
-
-	"github.com/uptrace/bun"
+	"strconv"
 
 	"github.com/seqbox/seqbox/dialect"
 	"github.com/seqbox/seqbox/dialect/internal/kit"
@@ -31,15 +30,18 @@ FROM json_each(?pids) p CROSS JOIN {incoming} i
 WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM {incoming} x
 	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET ?offset), 9223372036854775807)`),
 	Write: kit.WriteSQL{
-		// Into the generation of the rows' bodies, ?outgoing (rotate.go).
-		InsertOutgoing: kit.Inline(`INSERT INTO ?outgoing (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
-			kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`)),
-		PerGen: true,
+		// Into the generation of the rows' bodies (rotate.go), prepared in
+		// pieces like the enqueue's INSERTs (enqueue.go).
+		InsertOutgoingGen: kit.PerGeneration(func(g int) *kit.Stmt {
+			return kit.PrepareRows(`INSERT INTO {outgoing_g`+strconv.Itoa(g)+`} (partition_id, seq, body_id, sequenced_at) VALUES ?rows`,
+				kit.Rows(`(?pid, ?seq, ?body_id, strftime('%Y-%m-%d %H:%M:%f', 'now'))`))
+		}),
 		// By exact id: a range would also delete a row with a smaller id
 		// that committed meanwhile, and lose that message. Readers never
-		// wait on rows of open producers here (no MVCC row locks).
-		DeleteIncoming: kit.Inline(`DELETE FROM {incoming} WHERE id IN (?moved)`),
-		DeleteArg:      func(rows []kit.MovedRow) any { return bun.List(kit.IncomingIDs(rows)) },
+		// wait on rows of open producers here (no MVCC row locks). The ids
+		// are one JSON array, so the text is the same for any number.
+		DeleteIncoming: kit.Prepare(`DELETE FROM {incoming} WHERE id IN (SELECT value FROM json_each(?moved))`),
+		DeleteArg:      func(rows []kit.MovedRow) any { return kit.JSONArray(kit.IncomingIDs(rows)) },
 	},
 }
 

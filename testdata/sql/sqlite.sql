@@ -37,10 +37,24 @@ INSERT OR IGNORE INTO seqbox_processor (partition_id) VALUES (7), (7);
 -- RegisterSQL.InsertVacuumCounters (inlined)
 INSERT OR IGNORE INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7);
 
--- InsertSQL.Bodies (inlined)
-INSERT INTO "seqbox_body_g1" (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+-- InsertSQL.Bodies[0] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g0 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
+INSERT INTO seqbox_body_g0 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- InsertSQL.Incoming (inlined)
+-- InsertSQL.Bodies[1] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g1 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
+INSERT INTO seqbox_body_g1 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- InsertSQL.Bodies[2] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g2 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
+INSERT INTO seqbox_body_g2 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now')), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- InsertSQL.Incoming (prepared)
+-- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (?, ?, ?)
+-- parameters: pid__0, id__0, gen__0
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, X'019b3c7f', 1), (7, X'019b3c7f', 1);
 
 -- enqueueStmts.Pending (inlined)
@@ -57,7 +71,9 @@ LEFT JOIN seqbox_outgoing_g2 o ON o.body_id = b.id
 LEFT JOIN seqbox_processor p ON p.partition_id = o.partition_id
 WHERE b.id IN (11, 12) AND (o.seq IS NULL OR o.seq > p.processed_seq);
 
--- DedupSQL.Claim (inlined)
+-- DedupSQL.Claim (prepared)
+-- prepared as: INSERT INTO seqbox_dedup_keys (queue, dedup_key, message_id, expires_at) VALUES (?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now', (? / 1000000.0) || ' seconds')) ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at WHERE seqbox_dedup_keys.expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')
+-- parameters: queue__0, key__0, id__0, window_us__0
 INSERT INTO seqbox_dedup_keys (queue, dedup_key, message_id, expires_at) VALUES ('orders', X'637573746f6d65722d3432', X'019b3c7f', strftime('%Y-%m-%d %H:%M:%f', 'now', (86400000000 / 1000000.0) || ' seconds')), ('orders', X'637573746f6d65722d3432', X'019b3c7f', strftime('%Y-%m-%d %H:%M:%f', 'now', (86400000000 / 1000000.0) || ' seconds'))
 ON CONFLICT (queue, dedup_key) DO UPDATE SET message_id = excluded.message_id, expires_at = excluded.expires_at
 WHERE seqbox_dedup_keys.expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
@@ -92,11 +108,25 @@ FROM json_each('[7,8]') p CROSS JOIN seqbox_incoming i
 WHERE i.partition_id = p.value AND i.id <= COALESCE((SELECT x.id FROM seqbox_incoming x
 	WHERE x.partition_id = p.value ORDER BY x.id LIMIT 1 OFFSET 99), 9223372036854775807);
 
--- MoveSQL.Write.InsertOutgoing (inlined)
-INSERT INTO "seqbox_outgoing_g1" (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+-- MoveSQL.Write.InsertOutgoingGen[0] (prepared)
+-- prepared as: INSERT INTO seqbox_outgoing_g0 (partition_id, seq, body_id, sequenced_at) VALUES (?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: pid__0, seq__0, body_id__0
+INSERT INTO seqbox_outgoing_g0 (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
 
--- MoveSQL.Write.DeleteIncoming (inlined)
-DELETE FROM seqbox_incoming WHERE id IN (11, 12);
+-- MoveSQL.Write.InsertOutgoingGen[1] (prepared)
+-- prepared as: INSERT INTO seqbox_outgoing_g1 (partition_id, seq, body_id, sequenced_at) VALUES (?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: pid__0, seq__0, body_id__0
+INSERT INTO seqbox_outgoing_g1 (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- MoveSQL.Write.InsertOutgoingGen[2] (prepared)
+-- prepared as: INSERT INTO seqbox_outgoing_g2 (partition_id, seq, body_id, sequenced_at) VALUES (?, ?, ?, strftime('%Y-%m-%d %H:%M:%f', 'now'))
+-- parameters: pid__0, seq__0, body_id__0
+INSERT INTO seqbox_outgoing_g2 (partition_id, seq, body_id, sequenced_at) VALUES (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now')), (7, 42, X'019b3c7e', strftime('%Y-%m-%d %H:%M:%f', 'now'));
+
+-- MoveSQL.Write.DeleteIncoming (prepared)
+-- prepared as: DELETE FROM seqbox_incoming WHERE id IN (SELECT value FROM json_each(?))
+-- parameters: moved
+DELETE FROM seqbox_incoming WHERE id IN (SELECT value FROM json_each(11, 12));
 
 -- sequencerStmts.IncomingPartitions (inlined)
 SELECT pa.id FROM seqbox_partitions pa WHERE EXISTS (SELECT 1 FROM seqbox_incoming i WHERE i.partition_id = pa.id);

@@ -9,16 +9,25 @@ import (
 	"github.com/seqbox/seqbox/dialect"
 )
 
-// InsertSQL writes a chunk of messages as two multi-row statements.
+// InsertSQL writes a chunk of messages as two multi-row statements, into
+// the tables of a generation (MariaDB, SQLite: docs/ROTATION.md).
 type InsertSQL struct {
-	// Bodies inserts ?rows (?id, ?key, ?payload_type, ?payload, ?headers)
-	// into body, created now.
-	Bodies *Stmt
-	// Incoming inserts ?rows (?pid, ?id) into incoming.
+	// Bodies[g] inserts ?rows (?id, ?key, ?payload_type, ?payload,
+	// ?headers) into generation g's body table, created now: one
+	// statement per table, so that each can be prepared (PrepareRows).
+	Bodies [Generations]*Stmt
+	// Incoming inserts ?rows (?pid, ?id, ?gen) into incoming.
 	Incoming *Stmt
-	// PerGen: Bodies names the generation's body table, ?body (MariaDB,
-	// SQLite; GenTable). Unset where the database routes the rows by ?gen.
-	PerGen bool
+}
+
+// PerGeneration is a statement for each generation, from its text for
+// one: stmt(g) names generation g's tables.
+func PerGeneration(stmt func(g int) *Stmt) [Generations]*Stmt {
+	var out [Generations]*Stmt
+	for g := range out {
+		out[g] = stmt(g)
+	}
+	return out
 }
 
 // InsertChunk writes one chunk of rows on conn.
@@ -48,19 +57,13 @@ func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, inser
 	return insert(ctx, p.Conn, rows[start:])
 }
 
-// Insert writes the body rows, then the incoming rows in the same order,
-// so incoming ids (the FIFO order) follow the caller's order.
-func (s *InsertSQL) Insert(r *Runner) InsertChunk { return s.InsertGen(r, 0) }
-
-// InsertGen is Insert whose rows also give ?gen, the generation they are
-// written to (bodyRowsGen, incomingRowsGen).
+// InsertGen writes the body rows into generation gen, then the incoming
+// rows in the same order, so incoming ids (the FIFO order) follow the
+// caller's order; they record gen for the move (bodyRowsGen,
+// incomingRowsGen).
 func (s *InsertSQL) InsertGen(r *Runner, gen int16) InsertChunk {
 	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		args := Args{"rows": bodyRowsGen(rows, gen)}
-		if s.PerGen {
-			args["body"] = GenTable(r.Tables().Body, int(gen))
-		}
-		if _, err := r.Exec(ctx, conn, s.Bodies, args); err != nil {
+		if _, err := r.Exec(ctx, conn, s.Bodies[gen], Args{"rows": bodyRowsGen(rows, gen)}); err != nil {
 			return err
 		}
 		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": incomingRowsGen(rows, gen)})

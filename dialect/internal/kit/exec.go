@@ -22,6 +22,9 @@ func (r *Runner) Query(ctx context.Context, conn bun.IConn, s *Stmt, args Args, 
 
 // Exec runs s on conn.
 func (r *Runner) Exec(ctx context.Context, conn bun.IConn, s *Stmt, args Args) (sql.Result, error) {
+	if c, ok := r.stmts[s]; ok && c.pieces != nil {
+		return r.execPieces(ctx, conn, c, args)
+	}
 	q, err := r.query(ctx, conn, s, args)
 	if err != nil {
 		return nil, r.Wrap(err)
@@ -47,6 +50,9 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 	c, ok := r.stmts[s]
 	if !ok {
 		return nil, errors.New("seqbox: a statement not among the dialect's sets")
+	}
+	if c.pieces != nil {
+		return nil, fmt.Errorf("seqbox: statement %s is written in pieces: run it with Exec", c.name)
 	}
 	if err := c.check(args); err != nil {
 		return nil, err

@@ -61,12 +61,13 @@ func TestNewRefusesMalformedStatements(t *testing.T) {
 		stmt *Stmt
 		want string
 	}{
-		"unknown table": {Inline("SELECT 1 FROM {bodies}"), "unknown table word {bodies}"},
-		"bare ?":        {Inline("SELECT 1 FROM {body} WHERE id = ? AND x = ?x"), "1 of its 2 ? are not ?name values"},
-		"no mode":       {&Stmt{Text: "SELECT 1"}, "no mode"},
-		"prepared list": {&Stmt{Text: "INSERT INTO {body} VALUES ?rows", Mode: Prepared, Lists: []List{Rows("(?a)")}}, "no lists"},
-		"list missing":  {Inline("INSERT INTO {body} VALUES (1)", Rows("(?a)")), "list ?rows is not in the text"},
-		"bad list item": {Inline("INSERT INTO {body} VALUES ?rows", Rows("(?, ?a)")), "list rows"},
+		"unknown table":  {Inline("SELECT 1 FROM {bodies}"), "unknown table word {bodies}"},
+		"bare ?":         {Inline("SELECT 1 FROM {body} WHERE id = ? AND x = ?x"), "1 of its 2 ? are not ?name values"},
+		"no mode":        {&Stmt{Text: "SELECT 1"}, "no mode"},
+		"prepared lists": {&Stmt{Text: "INSERT INTO {body} VALUES ?rows ?more", Mode: Prepared, Lists: []List{Rows("(?a)"), {Name: "more", Item: "?b"}}}, "one list at most"},
+		"__ in a piece":  {PrepareRows("INSERT INTO {body} VALUES ?rows", Rows("(?a__b)")), "may not contain __"},
+		"list missing":   {Inline("INSERT INTO {body} VALUES (1)", Rows("(?a)")), "list ?rows is not in the text"},
+		"bad list item":  {Inline("INSERT INTO {body} VALUES ?rows", Rows("(?, ?a)")), "list rows"},
 	} {
 		_, err := newRunner(t, true, struct{ S *Stmt }{tc.stmt})
 		require.ErrorContains(t, err, tc.want, name)

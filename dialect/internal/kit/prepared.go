@@ -88,8 +88,10 @@ func (r *Runner) Prepare(ctx context.Context) error {
 		if s.Mode != Prepared {
 			continue
 		}
-		if _, err := r.prepareOnDB(ctx, r.stmts[s]); err != nil {
-			return dialect.Wrap(r.Wrap(err), "prepare "+r.stmts[s].name)
+		for _, c := range r.stmts[s].prepareds() {
+			if _, err := r.prepareOnDB(ctx, c); err != nil {
+				return dialect.Wrap(r.Wrap(err), "prepare "+c.name)
+			}
 		}
 	}
 	return nil
@@ -99,13 +101,27 @@ func (r *Runner) Prepare(ctx context.Context) error {
 func (r *Runner) Release() error {
 	var errs []error
 	for _, s := range r.order {
-		c := r.stmts[s]
-		c.mu.Lock()
-		if c.stmt != nil {
-			errs = append(errs, c.stmt.Close())
-			c.stmt = nil
+		for _, c := range r.stmts[s].prepareds() {
+			c.mu.Lock()
+			if c.stmt != nil {
+				errs = append(errs, c.stmt.Close())
+				c.stmt = nil
+			}
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// PreparedPerConnection is how many statements the dialect prepares on
+// each connection it uses: its prepared statements, a prepared row list
+// once per piece size.
+func (r *Runner) PreparedPerConnection() int {
+	n := 0
+	for _, s := range r.order {
+		if s.Mode == Prepared {
+			n += len(r.stmts[s].prepareds())
+		}
+	}
+	return n
 }

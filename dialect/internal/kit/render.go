@@ -13,6 +13,11 @@ func (r *Runner) Statements() []Compiled {
 	for i, s := range r.order {
 		c := r.stmts[s]
 		out[i] = Compiled{Name: c.name, Stmt: s, Text: c.text, PreparedText: c.preparedText, Params: c.params, Names: c.names, Bound: c.bound}
+		if c.pieces != nil {
+			// The smallest piece: one row.
+			p := c.pieces[len(c.pieces)-1]
+			out[i].PreparedText, out[i].Params = p.preparedText, p.params
+		}
 		for name, l := range c.lists {
 			if out[i].Lists == nil {
 				out[i].Lists = map[string][]string{}

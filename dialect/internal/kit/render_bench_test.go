@@ -36,7 +36,7 @@ func BenchmarkRenderRowsPositional(b *testing.B) {
 
 func BenchmarkRenderRowsKit(b *testing.B) {
 	gen := schema.NewQueryGen(pgdialect.New())
-	s := &InsertSQL{Bodies: Inline("INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows",
+	s := &struct{ Bodies, Incoming *Stmt }{Bodies: Inline("INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows",
 		Rows("(?id, ?key, ?payload_type, ?payload, ?headers, now())")), Incoming: Inline("INSERT INTO {incoming} VALUES ?rows", Rows("(?pid, ?id)"))}
 	r, err := New(Config{Prefix: "b_", Sets: []any{s}, IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
 	if err != nil {
@@ -59,7 +59,7 @@ func BenchmarkRenderRowsKit(b *testing.B) {
 // design").
 func BenchmarkRenderRowsKitArgs(b *testing.B) {
 	gen := schema.NewQueryGen(pgdialect.New())
-	s := &InsertSQL{Bodies: Inline("INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows",
+	s := &struct{ Bodies, Incoming *Stmt }{Bodies: Inline("INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows",
 		Rows("(?id, ?key, ?payload_type, ?payload, ?headers, now())")), Incoming: Inline("INSERT INTO {incoming} VALUES ?rows", Rows("(?pid, ?id)"))}
 	r, err := New(Config{Prefix: "b_", Sets: []any{s}, IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
 	if err != nil {

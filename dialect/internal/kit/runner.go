@@ -37,6 +37,10 @@ type Config struct {
 	Bound Args
 	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
 	NumberedParams bool
+	// Pieces are the sizes a prepared row list is prepared for
+	// (PrepareRows), descending and ending with 1; nil: DefaultPieces.
+	// Each is one more statement prepared on every connection.
+	Pieces []int
 	// TxOptions are the options of the outbox's own transactions.
 	TxOptions *sql.TxOptions
 	// BeginWrite, when set, runs first in every outbox transaction so that
@@ -56,6 +60,7 @@ type Runner struct {
 	words  map[string]string
 	stmts  map[*Stmt]*compiled
 	order  []*Stmt
+	pieces []int
 	boot   []string
 	migs   [][]string
 
@@ -85,6 +90,22 @@ type compiled struct {
 	params       []string
 	mu           sync.Mutex
 	stmt         *sql.Stmt
+
+	// pieces: a prepared row list's statement per piece size
+	// (PrepareRows), by log2 of the size; nil for every other statement.
+	pieces []*piece
+}
+
+// prepareds are the statements c is prepared as: itself, or its pieces.
+func (c *compiled) prepareds() []*compiled {
+	if c.pieces == nil {
+		return []*compiled{c}
+	}
+	out := make([]*compiled, len(c.pieces))
+	for i, p := range c.pieces {
+		out[i] = &p.compiled
+	}
+	return out
 }
 
 // New checks every statement of the dialect once, at construction: an
@@ -95,7 +116,13 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}}
+	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}, pieces: cfg.Pieces}
+	if r.pieces == nil {
+		r.pieces = DefaultPieces()
+	}
+	if err := checkPieces(r.pieces); err != nil {
+		return nil, fmt.Errorf("seqbox: %s: %w", cfg.Name, err)
+	}
 	named, err := Collect(cfg.Sets...)
 	if err != nil {
 		return nil, err
@@ -157,8 +184,8 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 		}
 	}
 	if len(s.Lists) > 0 {
-		if s.Mode == Prepared {
-			return nil, errors.New("a prepared statement has a fixed shape: no lists")
+		if s.Mode == Prepared && len(s.Lists) != 1 {
+			return nil, errors.New("a prepared statement has a fixed shape: one list at most, prepared in pieces (PrepareRows)")
 		}
 		c.lists = map[string]*listItem{}
 		for _, l := range s.Lists {
@@ -177,7 +204,12 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 			c.lists[l.Name] = &listItem{compiled: compiled{name: n.Name + " ?" + l.Name, text: item, names: names(item)}, sep: l.Sep}
 		}
 	}
-	if s.Mode == Prepared {
+	switch {
+	case s.Mode == Prepared && len(s.Lists) == 1:
+		if err := r.compilePieces(c, s.Lists[0].Name); err != nil {
+			return nil, err
+		}
+	case s.Mode == Prepared:
 		c.preparedText, c.params = parameterize(text, r.cfg.NumberedParams)
 	}
 	return c, nil
@@ -213,7 +245,7 @@ type NamedStmt struct {
 }
 
 // Collect lists the *Stmt fields of sets, in declaration order, nested
-// structs included; a nil field is an error unless it is tagged
+// structs and arrays of statements (one per generation, say) included; a nil field is an error unless it is tagged
 // `kit:"optional"` (a statement one shape of an operation needs).
 func Collect(sets ...any) ([]NamedStmt, error) {
 	var out []NamedStmt
@@ -243,6 +275,17 @@ func Collect(sets ...any) ([]NamedStmt, error) {
 					return fmt.Errorf("seqbox: statement %s is missing", name)
 				}
 				out = append(out, NamedStmt{Name: name, Stmt: f.Interface().(*Stmt)})
+			case f.Kind() == reflect.Array && f.Type().Elem() == reflect.TypeFor[*Stmt]():
+				if f.IsZero() && t.Field(i).Tag.Get("kit") == "optional" {
+					continue
+				}
+				for j := range f.Len() {
+					el := name + "[" + strconv.Itoa(j) + "]"
+					if f.Index(j).IsNil() {
+						return fmt.Errorf("seqbox: statement %s is missing", el)
+					}
+					out = append(out, NamedStmt{Name: el, Stmt: f.Index(j).Interface().(*Stmt)})
+				}
 			case f.Kind() == reflect.Struct || (f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct):
 				if err := walk(name, f); err != nil {
 					return err

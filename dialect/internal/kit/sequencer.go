@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +17,13 @@ import (
 // WriteSQL is the end of every move, in its transaction.
 type WriteSQL struct {
 	// InsertOutgoing inserts ?rows (?pid, ?seq, ?body_id), sequenced now,
-	// or the values InsertArgs gives.
-	InsertOutgoing *Stmt
+	// or the values InsertArgs gives, into outgoing, where the database
+	// routes each row to its generation by ?gen (PostgreSQL).
+	InsertOutgoing *Stmt `kit:"optional"`
+	// InsertOutgoingGen[g] inserts ?rows into generation g's outgoing
+	// table (MariaDB, SQLite): the rows are inserted once per generation
+	// of their bodies, in practice one. Set this or InsertOutgoing.
+	InsertOutgoingGen [Generations]*Stmt `kit:"optional"`
 	// InsertArgs, where set, gives InsertOutgoing the rows as a few values
 	// of constant number (PostgreSQL: one array per column), so that the
 	// statement is prepared once instead of parsed and planned per move.
@@ -29,11 +33,6 @@ type WriteSQL struct {
 	DeleteIncoming *Stmt
 	// DeleteArg renders the moved rows as DeleteIncoming's ?moved.
 	DeleteArg func(rows []MovedRow) any
-	// PerGen: InsertOutgoing names the generation's outgoing table,
-	// ?outgoing (MariaDB, SQLite; GenTable), so the rows are inserted once per
-	// generation of their bodies, in practice one. Unset where the
-	// database routes the rows by ?gen.
-	PerGen bool
 }
 
 // MoveSQL is the move as several simple statements (MySQL, SQLite).
@@ -386,8 +385,8 @@ func IncomingIDs(rows []MovedRow) []int64 {
 // delete a row with a smaller id that committed meanwhile, and lose that
 // message.
 func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow) error {
-	if !s.PerGen {
-		if err := s.insert(ctx, r, tx, rows, Args{}); err != nil {
+	if s.InsertOutgoingGen[0] == nil {
+		if err := s.insert(ctx, r, tx, s.InsertOutgoing, rows); err != nil {
 			return err
 		}
 	} else {
@@ -397,7 +396,7 @@ func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []Moved
 			if len(gens) > 1 {
 				part = rowsOf(rows, gen)
 			}
-			if err := s.insert(ctx, r, tx, part, Args{"outgoing": GenTable(r.Tables().Outgoing, int(gen))}); err != nil {
+			if err := s.insert(ctx, r, tx, s.InsertOutgoingGen[gen], part); err != nil {
 				return err
 			}
 		}
@@ -429,10 +428,11 @@ func rowsOf(rows []MovedRow, gen int16) []MovedRow {
 	return out
 }
 
-// insert runs InsertOutgoing for rows, with args besides the rows'.
-func (s *WriteSQL) insert(ctx context.Context, r *Runner, tx bun.Tx, rows []MovedRow, args Args) error {
+// insert runs stmt, InsertOutgoing or one of InsertOutgoingGen, for rows.
+func (s *WriteSQL) insert(ctx context.Context, r *Runner, tx bun.Tx, stmt *Stmt, rows []MovedRow) error {
+	args := Args{}
 	if s.InsertArgs != nil {
-		maps.Copy(args, s.InsertArgs(rows))
+		args = s.InsertArgs(rows)
 	} else {
 		items := make([]Item, len(rows))
 		for i := range rows {
@@ -440,7 +440,7 @@ func (s *WriteSQL) insert(ctx context.Context, r *Runner, tx bun.Tx, rows []Move
 		}
 		args["rows"] = items
 	}
-	_, err := r.Exec(ctx, tx, s.InsertOutgoing, args)
+	_, err := r.Exec(ctx, tx, stmt, args)
 	return err
 }
 

@@ -76,6 +76,14 @@ func Prepare(text string) *Stmt {
 	return &Stmt{Text: text, Mode: Prepared}
 }
 
+// PrepareRows declares a multi-row statement run prepared: its one list
+// is prepared for pieces of 1, 2, 4, … 128 items, and a run writes its
+// items in such pieces, in their order (pieces.go). Exec only: a read
+// would return its rows piece by piece.
+func PrepareRows(text string, list List) *Stmt {
+	return &Stmt{Text: text, Mode: Prepared, Lists: []List{list}}
+}
+
 // Rows is a VALUES list: ?rows, items joined by ", ".
 func Rows(item string) List { return List{Name: "rows", Item: item, Sep: ", "} }
 

@@ -1,0 +1,184 @@
+package kit
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/uptrace/bun"
+	"github.com/uptrace/bun/dialect/sqlitedialect"
+	"github.com/uptrace/bun/driver/sqliteshim"
+
+	"github.com/seqbox/seqbox/dialect"
+)
+
+func TestSplitPieces(t *testing.T) {
+	t.Parallel()
+	sizes := func(set []int, n int) []int {
+		var out []int
+		for _, k := range splitPieces(set, n) {
+			out = append(out, set[k])
+		}
+		return out
+	}
+	def := DefaultPieces()
+	require.Empty(t, splitPieces(def, 0))
+	require.Equal(t, []int{1}, sizes(def, 1))
+	require.Equal(t, []int{64, 32, 4}, sizes(def, 100))
+	require.Equal(t, []int{128, 128, 64, 8, 2}, sizes(def, 330))
+	require.Equal(t, []int{64, 16, 16, 4}, sizes([]int{64, 16, 4, 1}, 100))
+	for _, set := range [][]int{def, {64, 16, 4, 1}, {1}} {
+		require.NoError(t, checkPieces(set))
+		for n := range 600 {
+			sum := 0
+			for _, s := range sizes(set, n) {
+				sum += s
+			}
+			require.Equal(t, n, sum, "%d items in pieces of %v", n, set)
+		}
+	}
+	for _, bad := range [][]int{nil, {}, {4, 2}, {1, 2}, {4, 4, 1}, {2000, 1}} {
+		require.Error(t, checkPieces(bad), "%v", bad)
+	}
+}
+
+func TestPreparedRowsText(t *testing.T) {
+	t.Parallel()
+	s := struct{ Insert *Stmt }{PrepareRows("INSERT INTO {incoming} (a, b, c) SELECT ?x UNION ALL VALUES ?rows", Rows("(?pid, ?id, ?pid)"))}
+	for _, numbered := range []bool{true, false} {
+		r, err := newRunner(t, numbered, s)
+		require.NoError(t, err)
+		p := r.stmts[s.Insert].pieces[6] // two rows
+		if numbered {
+			require.Equal(t, "INSERT INTO k_incoming (a, b, c) SELECT $1 UNION ALL VALUES ($2, $3, $2), ($4, $5, $4)", p.preparedText)
+			require.Equal(t, []slot{{-1, "x"}, {0, "pid"}, {0, "id"}, {1, "pid"}, {1, "id"}}, p.slots)
+		} else {
+			require.Equal(t, "INSERT INTO k_incoming (a, b, c) SELECT ? UNION ALL VALUES (?, ?, ?), (?, ?, ?)", p.preparedText)
+			require.Equal(t, []slot{{-1, "x"}, {0, "pid"}, {0, "id"}, {0, "pid"}, {1, "pid"}, {1, "id"}, {1, "pid"}}, p.slots)
+		}
+		require.Len(t, r.stmts[s.Insert].pieces, len(DefaultPieces()))
+		require.Equal(t, 128, strings.Count(r.stmts[s.Insert].pieces[0].preparedText, "), (")+1)
+	}
+}
+
+// queryLog records the text of every statement bun runs.
+type queryLog struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (l *queryLog) BeforeQuery(ctx context.Context, _ *bun.QueryEvent) context.Context { return ctx }
+
+func (l *queryLog) AfterQuery(_ context.Context, e *bun.QueryEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.texts = append(l.texts, e.Query)
+}
+
+func (l *queryLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.texts
+	l.texts = nil
+	return out
+}
+
+// TestPreparedRowsRun writes lists of several lengths on an embedded
+// SQLite database: prepared in pieces on the runner's database and in its
+// transactions, one inlined statement on a connection of its own; every
+// row is there, in the caller's order.
+func TestPreparedRowsRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/k.db")
+	require.NoError(t, err)
+	db := bun.NewDB(sqldb, sqlitedialect.New())
+	t.Cleanup(func() { _ = db.Close() })
+	log := &queryLog{}
+	db.AddQueryHook(log)
+	_, err = db.ExecContext(ctx, "CREATE TABLE k_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, body_id BLOB, tag TEXT)")
+	require.NoError(t, err)
+
+	s := struct{ Insert *Stmt }{PrepareRows("INSERT INTO {incoming} (partition_id, body_id, tag) VALUES ?rows", Rows("(?pid, ?id, ?tag)"))}
+	r, err := New(Config{DB: db, Prefix: "k_", Name: dialect.SQLite, Sets: []any{s},
+		Schema:      Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}},
+		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+	require.NoError(t, err)
+	require.NoError(t, r.Prepare(ctx))
+	t.Cleanup(func() { _ = r.Release() })
+	log.take()
+
+	rows := func(n int, tag string) Args {
+		list := make([]Args, n)
+		for i := range list {
+			list[i] = Args{"pid": int64(i), "id": []byte{byte(i), byte(i >> 8)}, "tag": fmt.Sprintf("%s-%d", tag, i)}
+		}
+		return Args{"rows": list}
+	}
+	check := func(tag string, n int) {
+		t.Helper()
+		var got []struct {
+			PartitionID int64  `bun:"partition_id"`
+			BodyID      []byte `bun:"body_id"`
+			Tag         string `bun:"tag"`
+		}
+		require.NoError(t, db.NewRaw("SELECT partition_id, body_id, tag FROM k_incoming WHERE tag LIKE ? ORDER BY n", tag+"-%").Scan(ctx, &got))
+		require.Len(t, got, n, tag)
+		for i, g := range got {
+			require.Equal(t, int64(i), g.PartitionID, tag)
+			require.Equal(t, []byte{byte(i), byte(i >> 8)}, g.BodyID, tag)
+			require.Equal(t, fmt.Sprintf("%s-%d", tag, i), g.Tag, tag)
+		}
+		log.take() // the check's own read
+	}
+	placeholders := func(texts []string) []int {
+		out := make([]int, len(texts))
+		for i, q := range texts {
+			require.NotContains(t, q, "'", "a prepared piece carries no value in its text")
+			out[i] = strings.Count(q, "(?")
+		}
+		return out
+	}
+
+	for _, n := range []int{1, 3, 100, 300} {
+		tag := fmt.Sprintf("db%d", n)
+		res, err := r.Exec(ctx, db, s.Insert, rows(n, tag))
+		require.NoError(t, err)
+		affected, err := res.RowsAffected()
+		require.NoError(t, err)
+		require.Equal(t, int64(n), affected)
+		var want []int
+		for _, k := range splitPieces(DefaultPieces(), n) {
+			want = append(want, DefaultPieces()[k])
+		}
+		require.Equal(t, want, placeholders(log.take()), "%d rows: one prepared statement per piece", n)
+		check(tag, n)
+	}
+
+	require.NoError(t, db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		_, err := r.Exec(ctx, tx, s.Insert, rows(37, "tx"))
+		return err
+	}))
+	texts := log.take()
+	require.Equal(t, []int{32, 4, 1}, placeholders(texts[1:len(texts)-1]), "prepared in the transaction too (BEGIN and COMMIT around)")
+	check("tx", 37)
+
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	_, err = r.Exec(ctx, conn, s.Insert, rows(37, "conn"))
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	texts = log.take()
+	require.Len(t, texts, 1, "a connection of its own: one inlined statement")
+	require.Contains(t, texts[0], "'conn-36'")
+	check("conn", 37)
+
+	_, err = r.Exec(ctx, db, s.Insert, Args{"rows": []Args{{"pid": 1, "id": nil}}})
+	require.ErrorContains(t, err, "list ?rows", "an item's missing value is an error before anything runs")
+	require.Empty(t, log.take())
+	require.ErrorContains(t, r.Query(ctx, db, s.Insert, rows(2, "q"), new([]int64)), "run it with Exec")
+}
