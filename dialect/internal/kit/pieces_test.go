@@ -96,10 +96,9 @@ func TestPreparedRowsRun(t *testing.T) {
 	ctx := context.Background()
 	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/k.db")
 	require.NoError(t, err)
-	db := bun.NewDB(sqldb, sqlitedialect.New())
-	t.Cleanup(func() { _ = db.Close() })
 	log := &queryLog{}
-	db.AddQueryHook(log)
+	db := bun.NewDB(sqldb, sqlitedialect.New()).WithQueryHook(log)
+	t.Cleanup(func() { _ = db.Close() })
 	_, err = db.ExecContext(ctx, "CREATE TABLE k_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, body_id BLOB, tag TEXT)")
 	require.NoError(t, err)
 
