@@ -15,15 +15,16 @@ import (
 // first, into the current generation's table (one statement per
 // generation; rotate.go), then incoming rows in the caller's order (their
 // AUTO_INCREMENT ids are the FIFO order), with the generation of their
-// bodies. Both are prepared, written in pieces of a few fixed sizes
-// (kit.PrepareRows, Config.Pieces in mysql.go): the server parses a
-// statement once per connection, and the payloads go in binary, not hex.
+// bodies. Inlined, not prepared in pieces as on SQLite (kit.PrepareRows):
+// on MariaDB the pieces' extra round trips cost more than the parse they
+// save once producers share the cores with the pipeline (BENCHMARKS.md,
+// "SQLite's enqueue prepared in pieces").
 var insertSQL = kit.InsertSQL{
 	Bodies: kit.PerGeneration(func(g int) *kit.Stmt {
-		return kit.PrepareRows(`INSERT INTO {body_g`+strconv.Itoa(g)+`} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
+		return kit.Inline(`INSERT INTO {body_g`+strconv.Itoa(g)+`} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
 			kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, UTC_TIMESTAMP(6))`))
 	}),
-	Incoming: kit.PrepareRows(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`, kit.Rows(`(?pid, ?id, ?gen)`)),
+	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`, kit.Rows(`(?pid, ?id, ?gen)`)),
 }
 
 // enqueueStmts are the enqueue's statements of this dialect's own.

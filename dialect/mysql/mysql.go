@@ -164,11 +164,6 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
 		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL, floorSQL,
 			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL},
-		// Four shapes per prepared row list, not eight: the server counts
-		// every connection's prepared statements against one limit,
-		// max_prepared_stmt_count (16,382 by default; README, "Keep the
-		// pool's connections").
-		Pieces:       []int{64, 16, 4, 1},
 		Schema:       schema,
 		TxOptions:    txOptions(srv.readCommitted),
 		IsRetryable:  isRetryable,

@@ -12,32 +12,20 @@ import (
 	"github.com/uptrace/bun"
 )
 
-// A prepared row list (PrepareRows) is prepared once per piece size, the
-// dialect's Config.Pieces (DefaultPieces: 128, 64, … 1 items). A call's
-// items are written in pieces, the largest that fit first, so any count
-// runs as prepared statements of those few shapes: 100 rows are 64 + 32
-// + 4. A statement of a fixed shape is parsed and planned once per
-// connection instead of once per call; bun's inlined VALUES list of 100
-// rows cost SQLite about as much to parse as to insert
-// (docs/ARCHITECTURE.md, "The SQL layer").
+// A prepared row list (PrepareRows) is prepared once per piece size,
+// powers of two up to 128 items. A call's items are written in pieces,
+// the largest that fit first, so any count runs as prepared statements of
+// eight shapes: 100 rows are 64 + 32 + 4. A statement of a fixed shape is
+// parsed once per connection instead of once per call; bun's inlined
+// VALUES list of 100 rows cost SQLite about as much to parse as to insert
+// (docs/ARCHITECTURE.md, "The SQL layer"). Each piece is a statement of
+// its own: on a database over the network its round trip can cost more
+// than the parse it saves (MariaDB: BENCHMARKS.md, "SQLite's enqueue
+// prepared in pieces").
 
-// DefaultPieces are the piece sizes of a prepared row list where the
-// dialect gives none: powers of two up to 128, eight shapes.
-func DefaultPieces() []int { return []int{128, 64, 32, 16, 8, 4, 2, 1} }
-
-// checkPieces: sizes strictly descending, ending with 1 (so every count
-// splits), each at most 1,000 rows.
-func checkPieces(sizes []int) error {
-	if len(sizes) == 0 || sizes[len(sizes)-1] != 1 || sizes[0] > 1000 {
-		return fmt.Errorf("piece sizes %v: descending, at most 1000, ending with 1", sizes)
-	}
-	for i := 1; i < len(sizes); i++ {
-		if sizes[i] >= sizes[i-1] {
-			return fmt.Errorf("piece sizes %v: descending, at most 1000, ending with 1", sizes)
-		}
-	}
-	return nil
-}
+// pieceSizes are the sizes a prepared row list is prepared for,
+// descending and ending with 1.
+func pieceSizes() []int { return []int{128, 64, 32, 16, 8, 4, 2, 1} }
 
 // splitPieces splits n items into pieces of the given sizes (descending,
 // ending with 1), largest first: the index in sizes of each piece.

@@ -112,16 +112,3 @@ func (r *Runner) Release() error {
 	}
 	return errors.Join(errs...)
 }
-
-// PreparedPerConnection is how many statements the dialect prepares on
-// each connection it uses: its prepared statements, a prepared row list
-// once per piece size.
-func (r *Runner) PreparedPerConnection() int {
-	n := 0
-	for _, s := range r.order {
-		if s.Mode == Prepared {
-			n += len(r.stmts[s].prepareds())
-		}
-	}
-	return n
-}

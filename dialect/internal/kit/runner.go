@@ -37,10 +37,6 @@ type Config struct {
 	Bound Args
 	// NumberedParams: bound parameters are $1, $2, … (PostgreSQL), not ?.
 	NumberedParams bool
-	// Pieces are the sizes a prepared row list is prepared for
-	// (PrepareRows), descending and ending with 1; nil: DefaultPieces.
-	// Each is one more statement prepared on every connection.
-	Pieces []int
 	// TxOptions are the options of the outbox's own transactions.
 	TxOptions *sql.TxOptions
 	// BeginWrite, when set, runs first in every outbox transaction so that
@@ -116,13 +112,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}, pieces: cfg.Pieces}
-	if r.pieces == nil {
-		r.pieces = DefaultPieces()
-	}
-	if err := checkPieces(r.pieces); err != nil {
-		return nil, fmt.Errorf("seqbox: %s: %w", cfg.Name, err)
-	}
+	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}, pieces: pieceSizes()}
 	named, err := Collect(cfg.Sets...)
 	if err != nil {
 		return nil, err
