@@ -387,10 +387,11 @@ type Sample struct {
 	LatencyP99Ms float64 `json:"latency_p99_ms"`
 	// Incoming is unsequenced messages, Unprocessed sequenced and not
 	// acked, WaitingVacuum acked outgoing rows not yet pruned (seq at or
-	// below the cursor).
-	Incoming      int64 `json:"incoming"`
-	Unprocessed   int64 `json:"unprocessed"`
-	WaitingVacuum int64 `json:"waiting_vacuum"`
+	// below the cursor), counted in the first and last samples and once a
+	// minute between (nil in the others: waitingVacuumEvery).
+	Incoming      int64  `json:"incoming"`
+	Unprocessed   int64  `json:"unprocessed"`
+	WaitingVacuum *int64 `json:"waiting_vacuum,omitempty"`
 	// TableRows are row counts by table (without prefix): the database's
 	// estimates on PostgreSQL (n_live_tup) and MySQL/MariaDB (table_rows),
 	// exact on SQLite. An exact COUNT(*) of a million-row table in every

@@ -344,18 +344,32 @@ func TestCapacityJudge(t *testing.T) {
 		return pipelineRun{enqueueRate: enq, committed: int64(enq) * 4, window: 4 * time.Second, drainAfter: 100 * time.Millisecond,
 			backlogSeries: series[:len(series)-1], backlogFinal: series[len(series)-1]}
 	}
-	ok := judge(10000, run(9900, 2000, 2100, 1900, 2050))
+	ok := judge(10000, run(9900, 2000, 2100, 1900, 2050), 0)
 	assert.True(t, ok.KeptUp, "a steady backlog of latency times rate")
 	assert.False(t, ok.ProducerLimited)
 	assert.InDelta(t, 39600/4.1, ok.Delivered, 1, "the window's messages over window and drain")
-	behind := judge(10000, run(9900, 2000, 2500, 3000, 3500))
+	behind := judge(10000, run(9900, 2000, 2500, 3000, 3500), 0)
 	assert.False(t, behind.KeptUp, "500 more a second: 5% of the rate")
 	assert.InDelta(t, 500, behind.BacklogSlope, 0.001)
 	assert.Equal(t, int64(1500), behind.BacklogGrowth)
-	pl := judge(10000, run(9000, 0, 0))
+	pl := judge(10000, run(9000, 0, 0), 0)
 	assert.True(t, pl.ProducerLimited, "the producers reached 90% of the offered rate")
 	assert.True(t, pl.KeptUp, "with what they committed")
-	assert.False(t, judge(10000, run(9000, 0, 900)).KeptUp, "900 more a second: 10% of what was committed")
+	assert.False(t, judge(10000, run(9000, 0, 900), 0).KeptUp, "900 more a second: 10% of what was committed")
+
+	// One commit of each of 32 producers of 100 (3,200) landing in the
+	// window's last seconds is the commits' rhythm, not a pipeline falling
+	// behind (seen: slope 278 a second at 12k msgs/s, a ladder ended there).
+	rhythm := run(12000, 0, 0, 0, 0, 0, 0, 0, 0, 1600, 3200, 3200)
+	assert.Greater(t, judge(12000, rhythm, 0).BacklogSlope, 240.0)
+	assert.Less(t, judge(12000, rhythm, 0).BacklogSlope, 320.0)
+	assert.False(t, judge(12000, rhythm, 0).KeptUp, "above 2% of the rate")
+	assert.True(t, judge(12000, rhythm, 3200).KeptUp, "under one commit per producer over the window")
+	var falling []int64
+	for i := range 11 {
+		falling = append(falling, int64(500*i))
+	}
+	assert.False(t, judge(12000, run(12000, falling...), 3200).KeptUp, "500 more a second for 10 s: behind, whatever the rhythm")
 	assert.Zero(t, slope([]int64{5}))
 	assert.InDelta(t, -2, slope([]int64{10, 8, 6}), 1e-9)
 }

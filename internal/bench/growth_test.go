@@ -390,6 +390,13 @@ func testSoak(t *testing.T, dbName string, base Options) {
 		if i > 0 {
 			assert.Greater(t, s.AtSec, r.Samples[i-1].AtSec)
 		}
+		// Counted in the first sample, then once a minute: not again
+		// before the last one (waitingVacuumEvery).
+		if i == 0 {
+			assert.NotNil(t, s.WaitingVacuum, "the first sample counts the rows waiting for the vacuum")
+		} else if i < len(r.Samples)-1 {
+			assert.Nil(t, s.WaitingVacuum, "sample %d: counted once a minute", i)
+		}
 		for _, table := range []string{"body", "incoming", "outgoing", "processor"} {
 			assert.Contains(t, s.TableRows, table, "sample %d", i)
 		}

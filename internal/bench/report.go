@@ -207,7 +207,12 @@ func writeSamples(w io.Writer, res Result) error {
 		{"p50/p99 ms", func(s Sample) string { return fmtMs(s.LatencyP50Ms) + " / " + fmtMs(s.LatencyP99Ms) }},
 		{"incoming", func(s Sample) string { return fmtCount(float64(s.Incoming)) }},
 		{"unprocessed", func(s Sample) string { return fmtCount(float64(s.Unprocessed)) }},
-		{"wait-vacuum", func(s Sample) string { return fmtCount(float64(s.WaitingVacuum)) }},
+		{"wait-vacuum", func(s Sample) string {
+			if s.WaitingVacuum == nil {
+				return "·" // counted once a minute
+			}
+			return fmtCount(float64(*s.WaitingVacuum))
+		}},
 		{"rows body/out", func(s Sample) string {
 			return fmtCount(float64(s.TableRows["body"])) + " / " + fmtCount(float64(s.TableRows["outgoing"]))
 		}},
