@@ -115,8 +115,8 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 			// Not prepared for this connection: the rest as one inlined
 			// statement, one round trip.
 			rest := make(Args, len(args))
-			for k, v := range args {
-				rest[k] = v
+			for name, v := range args {
+				rest[name] = v
 			}
 			rest[listName] = its
 			res, err := r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(rest))).Conn(conn).Exec(ctx)
