@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
@@ -28,6 +29,16 @@ func PerGeneration(stmt func(g int) *Stmt) [Generations]*Stmt {
 		out[g] = stmt(g)
 	}
 	return out
+}
+
+// genStmt is stmts' statement of generation gen, or an error for a
+// generation that is none of them (a row's body_gen read from the
+// database, say), rather than an index out of range.
+func genStmt(stmts [Generations]*Stmt, gen int16) (*Stmt, error) {
+	if gen < 0 || int(gen) >= Generations {
+		return nil, fmt.Errorf("seqbox: generation %d is not one of 0..%d", gen, Generations-1)
+	}
+	return stmts[gen], nil
 }
 
 // InsertChunk writes one chunk of rows on conn.
@@ -63,10 +74,14 @@ func InsertChunks(ctx context.Context, p *dialect.MessageInsertManyParams, inser
 // incomingRowsGen).
 func (s *InsertSQL) InsertGen(r *Runner, gen int16) InsertChunk {
 	return func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		if _, err := r.Exec(ctx, conn, s.Bodies[gen], Args{"rows": bodyRowsGen(rows, gen)}); err != nil {
+		bodies, err := genStmt(s.Bodies, gen)
+		if err != nil {
 			return err
 		}
-		_, err := r.Exec(ctx, conn, s.Incoming, Args{"rows": incomingRowsGen(rows, gen)})
+		if _, err := r.Exec(ctx, conn, bodies, Args{"rows": bodyRowsGen(rows, gen)}); err != nil {
+			return err
+		}
+		_, err = r.Exec(ctx, conn, s.Incoming, Args{"rows": incomingRowsGen(rows, gen)})
 		return err
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -176,4 +177,18 @@ func TestPreparedRowsRun(t *testing.T) {
 	require.ErrorContains(t, err, "list ?rows", "an item's missing value is an error before anything runs")
 	require.Empty(t, log.take())
 	require.ErrorContains(t, r.Query(ctx, db, s.Insert, rows(2, "q"), new([]int64)), "run it with Exec")
+}
+
+func TestGenStmt(t *testing.T) {
+	t.Parallel()
+	stmts := PerGeneration(func(g int) *Stmt { return Inline("SELECT " + strconv.Itoa(g)) })
+	for g := range Generations {
+		got, err := genStmt(stmts, int16(g))
+		require.NoError(t, err)
+		require.Same(t, stmts[g], got)
+	}
+	for _, g := range []int16{-1, Generations, 99} {
+		_, err := genStmt(stmts, g)
+		require.ErrorContains(t, err, "is not one of 0..2", "generation %d: an error, not an index out of range", g)
+	}
 }

@@ -88,7 +88,8 @@ type compiled struct {
 	stmt         *sql.Stmt
 
 	// pieces: a prepared row list's statement per piece size
-	// (PrepareRows), by log2 of the size; nil for every other statement.
+	// (PrepareRows), in the order of Runner.pieces; nil for every other
+	// statement.
 	pieces []*piece
 }
 
@@ -235,8 +236,9 @@ type NamedStmt struct {
 }
 
 // Collect lists the *Stmt fields of sets, in declaration order, nested
-// structs and arrays of statements (one per generation, say) included; a nil field is an error unless it is tagged
-// `kit:"optional"` (a statement one shape of an operation needs).
+// structs and arrays of statements (one per generation, say) included; a
+// nil field is an error unless it is tagged `kit:"optional"` (a statement
+// one shape of an operation needs; an array then all nil or none).
 func Collect(sets ...any) ([]NamedStmt, error) {
 	var out []NamedStmt
 	var walk func(prefix string, v reflect.Value) error

@@ -396,7 +396,11 @@ func (s *WriteSQL) Write(ctx context.Context, r *Runner, tx bun.Tx, rows []Moved
 			if len(gens) > 1 {
 				part = rowsOf(rows, gen)
 			}
-			if err := s.insert(ctx, r, tx, s.InsertOutgoingGen[gen], part); err != nil {
+			stmt, err := genStmt(s.InsertOutgoingGen, gen)
+			if err != nil {
+				return err
+			}
+			if err := s.insert(ctx, r, tx, stmt, part); err != nil {
 				return err
 			}
 		}
