@@ -2,7 +2,6 @@ package kit
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/uptrace/bun"
 	"github.com/uptrace/bun/schema"
@@ -19,26 +18,6 @@ type InsertSQL struct {
 	Bodies [Generations]*Stmt
 	// Incoming inserts ?rows (?pid, ?id, ?gen) into incoming.
 	Incoming *Stmt
-}
-
-// PerGeneration is a statement for each generation, from its text for
-// one: stmt(g) names generation g's tables.
-func PerGeneration(stmt func(g int) *Stmt) [Generations]*Stmt {
-	var out [Generations]*Stmt
-	for g := range out {
-		out[g] = stmt(g)
-	}
-	return out
-}
-
-// genStmt is stmts' statement of generation gen, or an error for a
-// generation that is none of them (a row's body_gen read from the
-// database, say), rather than an index out of range.
-func genStmt(stmts [Generations]*Stmt, gen int16) (*Stmt, error) {
-	if gen < 0 || int(gen) >= Generations {
-		return nil, fmt.Errorf("seqbox: generation %d is not one of 0..%d", gen, Generations-1)
-	}
-	return stmts[gen], nil
 }
 
 // InsertChunk writes one chunk of rows on conn.

@@ -65,7 +65,7 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 		}
 	}
 	if stmt == nil {
-		return r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(args))).Conn(conn), nil
+		return r.inlined(conn, c, args), nil
 	}
 	values := make([]any, len(c.params))
 	for i, n := range c.params {
@@ -76,8 +76,18 @@ func (r *Runner) query(ctx context.Context, conn bun.IConn, s *Stmt, args Args) 
 			}
 		}
 	}
-	// Without values bun passes the text on as it is.
-	return r.cfg.DB.NewRaw(c.preparedText).Conn(stmtConn{stmt: stmt, values: values}), nil
+	return r.bound(stmt, c.preparedText, values), nil
+}
+
+// inlined is c run on conn with args (checked) inlined by bun.
+func (r *Runner) inlined(conn bun.IConn, c *compiled, args Args) *bun.RawQuery {
+	return r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(args))).Conn(conn)
+}
+
+// bound is the prepared stmt, of text, run with values: still a bun query,
+// which passes a text without values on as it is.
+func (r *Runner) bound(stmt *sql.Stmt, text string, values []any) *bun.RawQuery {
+	return r.cfg.DB.NewRaw(text).Conn(stmtConn{stmt: stmt, values: values})
 }
 
 // check makes a wrong or missing value an error before anything runs:

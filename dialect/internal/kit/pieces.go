@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,12 +115,9 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 		if stmt == nil {
 			// Not prepared for this connection: the rest as one inlined
 			// statement, one round trip.
-			rest := make(Args, len(args))
-			for name, v := range args {
-				rest[name] = v
-			}
+			rest := maps.Clone(args)
 			rest[listName] = its
-			res, err := r.cfg.DB.NewRaw(c.text, r.withBound(c, c.inline(rest))).Conn(conn).Exec(ctx)
+			res, err := r.inlined(conn, c, rest).Exec(ctx)
 			if err != nil {
 				return nil, r.Wrap(err)
 			}
@@ -129,7 +127,7 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 		if err != nil {
 			return nil, fmt.Errorf("seqbox: statement %s: %w", p.name, err)
 		}
-		res, err := r.cfg.DB.NewRaw(p.preparedText).Conn(stmtConn{stmt: stmt, values: values}).Exec(ctx)
+		res, err := r.bound(stmt, p.preparedText, values).Exec(ctx)
 		if err != nil {
 			return nil, r.Wrap(err)
 		}

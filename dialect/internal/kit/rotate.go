@@ -40,6 +40,26 @@ func GenTables(t dialect.Tables, gen int) Args {
 	return Args{"body": GenTable(t.Body, gen), "outgoing": GenTable(t.Outgoing, gen)}
 }
 
+// PerGeneration is a statement for each generation, from its text for
+// one: stmt(g) names generation g's tables.
+func PerGeneration(stmt func(g int) *Stmt) [Generations]*Stmt {
+	var out [Generations]*Stmt
+	for g := range out {
+		out[g] = stmt(g)
+	}
+	return out
+}
+
+// genStmt is stmts' statement of generation gen, or an error for a
+// generation that is none of them (a row's body_gen read from the
+// database, say), rather than an index out of range.
+func genStmt(stmts [Generations]*Stmt, gen int16) (*Stmt, error) {
+	if gen < 0 || int(gen) >= Generations {
+		return nil, fmt.Errorf("seqbox: generation %d is not one of 0..%d", gen, Generations-1)
+	}
+	return stmts[gen], nil
+}
+
 // GenTable is generation gen's table of base (the body or outgoing
 // table's name) as a value: {body}_gN.
 func GenTable(base string, gen int) bun.Ident { return bun.Ident(base + "_g" + strconv.Itoa(gen)) }
