@@ -9,17 +9,21 @@ import (
 	"github.com/seqbox/seqbox/dialect/internal/kit"
 )
 
-// inserts writes a chunk of messages. Every value is one array per
-// column (enqueueArrays), so that each statement's text is the same for
-// any number of rows: prepared once, never parsed or planned again. A
-// VALUES list of 100 rows cost the server about as much to parse and plan
-// as to insert (BENCHMARKS.md, "Figures behind design choices", "PostgreSQL
-// enqueue prepared"). unnest yields the rows in the caller's order, so
-// incoming ids (the FIFO order) follow it. ?gen is the generation the
-// process caches (rotate.go): the body goes to that partition of body, and
-// incoming records it for the move, which writes the outgoing row to the
-// same one. A caller's transaction of another sql.DB than seqbox's runs
-// them inlined (kit.Runner.prepared).
+// inserts writes a chunk of messages. Every value is bound (enqueueArgs),
+// so that each statement's text is the same for any number of rows:
+// prepared once, never parsed or planned again. A VALUES list of 100 rows
+// cost the server about as much to parse and plan as to insert
+// (BENCHMARKS.md, "Figures behind design choices", "PostgreSQL enqueue
+// prepared"). The byte columns are packed (kit.PGPack): the ids end to end
+// in one bytea, the keys, payloads and headers each in one bytea with
+// their spans; a bytea[] of the payloads cost more to bind than the
+// insert itself (BENCHMARKS.md, "PostgreSQL's byte values packed"). unnest
+// yields the rows in the caller's order, so incoming ids (the FIFO order)
+// follow it. ?gen is the generation the process caches (rotate.go): the
+// body goes to that partition of body, and incoming records it for the
+// move, which writes the outgoing row to the same one. A caller's
+// transaction of another sql.DB than seqbox's runs them inlined
+// (kit.Runner.prepared).
 type inserts struct {
 	// Bodies and Incoming are the chunk as two statements, bodies first.
 	Bodies   *kit.Stmt
@@ -30,14 +34,18 @@ type inserts struct {
 }
 
 // bodiesInsert and incomingInsert are a chunk's two INSERTs; inserts.Both
-// is the one as a data-modifying CTE before the other.
-const (
+// is the one as a data-modifying CTE before the other. Headers are JSON
+// text, packed as its UTF-8 bytes.
+var (
 	bodiesInsert = `INSERT INTO {body} (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(?gen AS smallint), u.pid
-FROM unnest(CAST(?ids AS bytea[]), CAST(?keys AS bytea[]), CAST(?types AS text[]), CAST(?payloads AS bytea[]), CAST(?headers AS text[]), CAST(?pids AS bigint[]))
-	AS u(id, msg_key, payload_type, payload, headers, pid)`
+SELECT ` + kit.PGFixed("?ids", "u.n", len(dialect.MessageID{})) + `, ` + kit.PGUnpack("?keys", "u.key") + `, u.payload_type,
+	` + kit.PGUnpack("?payloads", "u.payload") + `, convert_from(` + kit.PGUnpack("?headers", "u.headers") + `, 'UTF8'),
+	now(), CAST(?gen AS smallint), u.pid
+FROM unnest(CAST(?pids AS bigint[]), CAST(?types AS text[]), CAST(?key_spans AS bigint[]), CAST(?payload_spans AS bigint[]), CAST(?header_spans AS bigint[]))
+	WITH ORDINALITY AS u(pid, payload_type, key, payload, headers, n)`
 	incomingInsert = `INSERT INTO {incoming} (partition_id, body_id, body_gen)
-SELECT u.pid, u.id, CAST(?gen AS smallint) FROM unnest(CAST(?pids AS bigint[]), CAST(?ids AS bytea[])) AS u(pid, id)`
+SELECT u.pid, ` + kit.PGFixed("?ids", "u.n", len(dialect.MessageID{})) + `, CAST(?gen AS smallint)
+FROM unnest(CAST(?pids AS bigint[])) WITH ORDINALITY AS u(pid, n)`
 )
 
 var insertSQL = inserts{
@@ -46,20 +54,24 @@ var insertSQL = inserts{
 	Both:     kit.Prepare("WITH b AS (" + bodiesInsert + ")\n" + incomingInsert),
 }
 
-// enqueueArrays is a chunk's values as the statements of inserts take
-// them: one array per column, and the generation.
-func enqueueArrays(rows []dialect.MessageRow, gen int16) kit.Args {
-	ids, keys, types, payloads, headers := make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
+// enqueueArgs is a chunk's values as the statements of inserts take them,
+// and the generation.
+func enqueueArgs(rows []dialect.MessageRow, gen int16) kit.Args {
+	keys, types, payloads, headers := make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows)), make([][]byte, len(rows))
+	ids := make([]byte, 0, len(rows)*len(dialect.MessageID{}))
 	pids := make([]int64, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		ids[i], types[i], payloads[i], headers[i], pids[i] = r.ID[:], []byte(r.PayloadType), r.Payload, r.Headers, r.PartitionID
+		ids = append(ids, r.ID[:]...)
+		types[i], payloads[i], headers[i], pids[i] = []byte(r.PayloadType), r.Payload, r.Headers, r.PartitionID
 		if r.Key != "" {
 			keys[i] = []byte(r.Key)
 		}
 	}
-	return kit.Args{"ids": kit.PGByteaArray(ids), "keys": kit.PGByteaArray(keys), "types": kit.PGTextArray(types),
-		"payloads": kit.PGByteaArray(payloads), "headers": kit.PGTextArray(headers), "pids": kit.PGArray(pids), "gen": gen}
+	k, p, h := kit.PGPack(keys), kit.PGPack(payloads), kit.PGPack(headers)
+	return kit.Args{"ids": ids, "keys": k.Blob, "key_spans": k.Spans, "types": kit.PGTextArray(types),
+		"payloads": p.Blob, "payload_spans": p.Spans, "headers": h.Blob, "header_spans": h.Spans,
+		"pids": kit.PGArray(pids), "gen": gen}
 }
 
 // cteInsertMaxRows is the largest chunk written as one statement
@@ -76,13 +88,12 @@ const cteInsertMaxRows = 49
 func (d *pgDialect) MessageInsertMany(ctx context.Context, p *dialect.MessageInsertManyParams) error {
 	gen := d.gens.Current(d.Runner, rotateSQL.Current)
 	return kit.InsertChunks(ctx, p, func(ctx context.Context, conn bun.IConn, rows []dialect.MessageRow) error {
-		args := enqueueArrays(rows, gen)
+		args := enqueueArgs(rows, gen)
 		if len(rows) <= cteInsertMaxRows {
 			_, err := d.Exec(ctx, conn, insertSQL.Both, args)
 			return err
 		}
-		bodies := kit.Args{"ids": args["ids"], "keys": args["keys"], "types": args["types"], "payloads": args["payloads"], "headers": args["headers"], "pids": args["pids"], "gen": gen}
-		if _, err := d.Exec(ctx, conn, insertSQL.Bodies, bodies); err != nil {
+		if _, err := d.Exec(ctx, conn, insertSQL.Bodies, args); err != nil {
 			return err
 		}
 		_, err := d.Exec(ctx, conn, insertSQL.Incoming, kit.Args{"pids": args["pids"], "ids": args["ids"], "gen": gen})

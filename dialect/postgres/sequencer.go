@@ -212,13 +212,14 @@ func boundTable(t dialect.Tables) string { return t.Partitions + "_bound" }
 // generation's bodies and outgoing rows are truncated together
 // (docs/ROTATION.md).
 var writeSQL = kit.WriteSQL{
-	// One array per column: the statement's text is the same for any
-	// number of rows, so it is prepared once (a VALUES list was parsed and
-	// planned on every move, as much as the insert itself; BENCHMARKS.md,
-	// "Figures behind design choices", "The move prepared").
+	// One array per column, the body ids packed (kit.PGPack): the
+	// statement's text is the same for any number of rows, so it is
+	// prepared once (a VALUES list was parsed and planned on every move, as
+	// much as the insert itself; BENCHMARKS.md, "Figures behind design
+	// choices", "The move prepared").
 	InsertOutgoing: kit.Prepare(`INSERT INTO {outgoing} (partition_id, seq, body_id, sequenced_at, gen)
-SELECT u.pid, u.seq, u.body_id, now(), u.gen
-FROM unnest(CAST(?pids AS bigint[]), CAST(?seqs AS bigint[]), CAST(?body_ids AS bytea[]), CAST(?gens AS smallint[])) AS u(pid, seq, body_id, gen)`),
+SELECT u.pid, u.seq, ` + kit.PGUnpack("?body_ids", "u.body_id") + `, now(), u.gen
+FROM unnest(CAST(?pids AS bigint[]), CAST(?seqs AS bigint[]), CAST(?body_id_spans AS bigint[]), CAST(?gens AS smallint[])) AS u(pid, seq, body_id, gen)`),
 	InsertArgs: outgoingArrays,
 	// By ctid, read under the partition lock, which makes it stable: only
 	// the lock holder deletes a partition's rows and nothing updates them.
@@ -240,7 +241,8 @@ func outgoingArrays(rows []kit.MovedRow) kit.Args {
 	for i, r := range rows {
 		pids[i], seqs[i], ids[i], gens[i] = r.PartitionID, r.Seq, r.BodyID, int64(r.Gen)
 	}
-	return kit.Args{"pids": kit.PGArray(pids), "seqs": kit.PGArray(seqs), "body_ids": kit.PGByteaArray(ids), "gens": kit.PGArray(gens)}
+	packed := kit.PGPack(ids)
+	return kit.Args{"pids": kit.PGArray(pids), "seqs": kit.PGArray(seqs), "body_ids": packed.Blob, "body_id_spans": packed.Spans, "gens": kit.PGArray(gens)}
 }
 
 // tidArray renders the moved rows' ctids as one tid[] value,

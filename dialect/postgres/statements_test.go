@@ -25,6 +25,10 @@ func TestStatements(t *testing.T) {
 	require.NoError(t, err)
 	d := dd.(*pgDialect)
 	pgArray := func(ids ...int64) string { return kit.PGArray(ids) }
+	keys := kit.PGPack([][]byte{[]byte("customer-42"), nil})
+	payloads := kit.PGPack([][]byte{[]byte("{}"), []byte("{}")})
+	headers := kit.PGPack([][]byte{[]byte(`{"tenant":"acme"}`), nil})
+	bodyIDs := kit.PGPack([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}})
 	overrides := map[string]any{
 		// Arrays are one text value, cast in the statement.
 		"moves.ManyLock?pids":          pgArray(7, 8),
@@ -35,21 +39,25 @@ func TestStatements(t *testing.T) {
 		"GroupSQL.LockOwned?pids":      pgArray(7, 8),
 		"vacuums.Delete?pids":          pgArray(7, 8),
 		"WriteSQL.InsertOutgoing?pids": pgArray(7, 8),
-		// An enqueue's columns, one array each; a second message without a
-		// key or headers, and a payload type that needs quoting.
-		"inserts.Bodies?ids":            kit.PGByteaArray([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}}),
-		"inserts.Incoming?ids":          kit.PGByteaArray([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}}),
-		"inserts.Both?ids":              kit.PGByteaArray([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}}),
-		"inserts.Bodies?keys":           kit.PGByteaArray([][]byte{[]byte("customer-42"), nil}),
-		"inserts.Both?keys":             kit.PGByteaArray([][]byte{[]byte("customer-42"), nil}),
+		// An enqueue's columns: the ids end to end, keys, payloads and
+		// headers packed; a second message without a key or headers, and a
+		// payload type that needs quoting.
+		"ids":                           []byte{0x01, 0x9b, 0x3c, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x01, 0x9b, 0x3c, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2},
+		"inserts.Bodies?keys":           keys.Blob,
+		"inserts.Both?keys":             keys.Blob,
+		"key_spans":                     keys.Spans,
 		"types":                         kit.PGTextArray([][]byte{[]byte("order.created"), []byte(`say "hi"`)}),
-		"payloads":                      kit.PGByteaArray([][]byte{[]byte("{}"), []byte("{}")}),
-		"inserts.Bodies?headers":        kit.PGTextArray([][]byte{[]byte(`{"tenant":"acme"}`), nil}),
-		"inserts.Both?headers":          kit.PGTextArray([][]byte{[]byte(`{"tenant":"acme"}`), nil}),
+		"payloads":                      payloads.Blob,
+		"payload_spans":                 payloads.Spans,
+		"inserts.Bodies?headers":        headers.Blob,
+		"inserts.Both?headers":          headers.Blob,
+		"header_spans":                  headers.Spans,
+		"inserts.Bodies?pids":           pgArray(7, 8),
 		"inserts.Incoming?pids":         pgArray(7, 8),
 		"inserts.Both?pids":             pgArray(7, 8),
 		"WriteSQL.InsertOutgoing?seqs":  pgArray(1201, 1202),
-		"body_ids":                      kit.PGByteaArray([][]byte{{0x01, 0x9b, 0x3c, 0x7f}, {0x01, 0x9b, 0x3c, 0x80}}),
+		"body_ids":                      bodyIDs.Blob,
+		"body_id_spans":                 bodyIDs.Spans,
 		"gens":                          pgArray(0, 0),
 		"bounds":                        pgArray(1201, 1202),
 		"olds":                          pgArray(1101, 1102),

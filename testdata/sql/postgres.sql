@@ -36,28 +36,34 @@ ON CONFLICT DO NOTHING;
 INSERT INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7) ON CONFLICT DO NOTHING;
 
 -- inserts.Bodies (prepared)
--- prepared as: INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint), u.pid FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[]), CAST($7 AS bigint[])) AS u(id, msg_key, payload_type, payload, headers, pid)
--- parameters: gen, ids, keys, types, payloads, headers, pids
+-- prepared as: INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT substring(CAST($1 AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), substring(CAST($2 AS bytea) FROM CAST(u.key >> 32 AS int) + 1 FOR CAST(u.key & 4294967295 AS int)), u.payload_type, substring(CAST($3 AS bytea) FROM CAST(u.payload >> 32 AS int) + 1 FOR CAST(u.payload & 4294967295 AS int)), convert_from(substring(CAST($4 AS bytea) FROM CAST(u.headers >> 32 AS int) + 1 FOR CAST(u.headers & 4294967295 AS int)), 'UTF8'), now(), CAST($5 AS smallint), u.pid FROM unnest(CAST($6 AS bigint[]), CAST($7 AS text[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]), CAST($10 AS bigint[])) WITH ORDINALITY AS u(pid, payload_type, key, payload, headers, n)
+-- parameters: ids, keys, payloads, headers, gen, pids, types, key_spans, payload_spans, header_spans
 INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint), u.pid
-FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]), CAST(7, 8 AS bigint[]))
-	AS u(id, msg_key, payload_type, payload, headers, pid);
+SELECT substring(CAST('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002' AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), substring(CAST('\x637573746f6d65722d3432' AS bytea) FROM CAST(u.key >> 32 AS int) + 1 FOR CAST(u.key & 4294967295 AS int)), u.payload_type,
+	substring(CAST('\x7b7d7b7d' AS bytea) FROM CAST(u.payload >> 32 AS int) + 1 FOR CAST(u.payload & 4294967295 AS int)), convert_from(substring(CAST('\x7b2274656e616e74223a2261636d65227d' AS bytea) FROM CAST(u.headers >> 32 AS int) + 1 FOR CAST(u.headers & 4294967295 AS int)), 'UTF8'),
+	now(), CAST(1 AS smallint), u.pid
+FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{11,NULL}' AS bigint[]), CAST('{2,8589934594}' AS bigint[]), CAST('{17,NULL}' AS bigint[]))
+	WITH ORDINALITY AS u(pid, payload_type, key, payload, headers, n);
 
 -- inserts.Incoming (prepared)
--- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($2 AS bigint[]), CAST($3 AS bytea[])) AS u(pid, id)
--- parameters: gen, pids, ids
+-- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, substring(CAST($1 AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), CAST($2 AS smallint) FROM unnest(CAST($3 AS bigint[])) WITH ORDINALITY AS u(pid, n)
+-- parameters: ids, gen, pids
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
-SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
+SELECT u.pid, substring(CAST('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002' AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), CAST(1 AS smallint)
+FROM unnest(CAST('{7,8}' AS bigint[])) WITH ORDINALITY AS u(pid, n);
 
 -- inserts.Both (prepared)
--- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST($1 AS smallint), u.pid FROM unnest(CAST($2 AS bytea[]), CAST($3 AS bytea[]), CAST($4 AS text[]), CAST($5 AS bytea[]), CAST($6 AS text[]), CAST($7 AS bigint[])) AS u(id, msg_key, payload_type, payload, headers, pid)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, u.id, CAST($1 AS smallint) FROM unnest(CAST($7 AS bigint[]), CAST($2 AS bytea[])) AS u(pid, id)
--- parameters: gen, ids, keys, types, payloads, headers, pids
+-- prepared as: WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id) SELECT substring(CAST($1 AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), substring(CAST($2 AS bytea) FROM CAST(u.key >> 32 AS int) + 1 FOR CAST(u.key & 4294967295 AS int)), u.payload_type, substring(CAST($3 AS bytea) FROM CAST(u.payload >> 32 AS int) + 1 FOR CAST(u.payload & 4294967295 AS int)), convert_from(substring(CAST($4 AS bytea) FROM CAST(u.headers >> 32 AS int) + 1 FOR CAST(u.headers & 4294967295 AS int)), 'UTF8'), now(), CAST($5 AS smallint), u.pid FROM unnest(CAST($6 AS bigint[]), CAST($7 AS text[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]), CAST($10 AS bigint[])) WITH ORDINALITY AS u(pid, payload_type, key, payload, headers, n)) INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) SELECT u.pid, substring(CAST($1 AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), CAST($5 AS smallint) FROM unnest(CAST($6 AS bigint[])) WITH ORDINALITY AS u(pid, n)
+-- parameters: ids, keys, payloads, headers, gen, pids, types, key_spans, payload_spans, header_spans
 WITH b AS (INSERT INTO seqbox_body (id, msg_key, payload_type, payload, headers, created_at, gen, partition_id)
-SELECT u.id, u.msg_key, u.payload_type, u.payload, u.headers, now(), CAST(1 AS smallint), u.pid
-FROM unnest(CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{"\\x637573746f6d65722d3432",NULL}' AS bytea[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{"\\x7b7d","\\x7b7d"}' AS bytea[]), CAST('{"{\"tenant\":\"acme\"}",NULL}' AS text[]), CAST('{7,8}' AS bigint[]))
-	AS u(id, msg_key, payload_type, payload, headers, pid))
+SELECT substring(CAST('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002' AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), substring(CAST('\x637573746f6d65722d3432' AS bytea) FROM CAST(u.key >> 32 AS int) + 1 FOR CAST(u.key & 4294967295 AS int)), u.payload_type,
+	substring(CAST('\x7b7d7b7d' AS bytea) FROM CAST(u.payload >> 32 AS int) + 1 FOR CAST(u.payload & 4294967295 AS int)), convert_from(substring(CAST('\x7b2274656e616e74223a2261636d65227d' AS bytea) FROM CAST(u.headers >> 32 AS int) + 1 FOR CAST(u.headers & 4294967295 AS int)), 'UTF8'),
+	now(), CAST(1 AS smallint), u.pid
+FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"order.created","say \"hi\""}' AS text[]), CAST('{11,NULL}' AS bigint[]), CAST('{2,8589934594}' AS bigint[]), CAST('{17,NULL}' AS bigint[]))
+	WITH ORDINALITY AS u(pid, payload_type, key, payload, headers, n))
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen)
-SELECT u.pid, u.id, CAST(1 AS smallint) FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[])) AS u(pid, id);
+SELECT u.pid, substring(CAST('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002' AS bytea) FROM CAST(u.n AS int) * 16 - 15 FOR 16), CAST(1 AS smallint)
+FROM unnest(CAST('{7,8}' AS bigint[])) WITH ORDINALITY AS u(pid, n);
 
 -- pending.List (inlined)
 WITH b AS MATERIALIZED (SELECT id, gen, partition_id FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80')),
@@ -158,11 +164,11 @@ SELECT u.pid, CAST(CAST(u.bound AS text) AS xid8) FROM unnest(CAST('{7,8}' AS bi
 ON CONFLICT DO NOTHING;
 
 -- WriteSQL.InsertOutgoing (prepared)
--- prepared as: INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) SELECT u.pid, u.seq, u.body_id, now(), u.gen FROM unnest(CAST($1 AS bigint[]), CAST($2 AS bigint[]), CAST($3 AS bytea[]), CAST($4 AS smallint[])) AS u(pid, seq, body_id, gen)
--- parameters: pids, seqs, body_ids, gens
+-- prepared as: INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen) SELECT u.pid, u.seq, substring(CAST($1 AS bytea) FROM CAST(u.body_id >> 32 AS int) + 1 FOR CAST(u.body_id & 4294967295 AS int)), now(), u.gen FROM unnest(CAST($2 AS bigint[]), CAST($3 AS bigint[]), CAST($4 AS bigint[]), CAST($5 AS smallint[])) AS u(pid, seq, body_id, gen)
+-- parameters: body_ids, pids, seqs, body_id_spans, gens
 INSERT INTO seqbox_outgoing (partition_id, seq, body_id, sequenced_at, gen)
-SELECT u.pid, u.seq, u.body_id, now(), u.gen
-FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[]), CAST('{"\\x019b3c7f","\\x019b3c80"}' AS bytea[]), CAST('{0,0}' AS smallint[])) AS u(pid, seq, body_id, gen);
+SELECT u.pid, u.seq, substring(CAST('\x019b3c7f019b3c80' AS bytea) FROM CAST(u.body_id >> 32 AS int) + 1 FOR CAST(u.body_id & 4294967295 AS int)), now(), u.gen
+FROM unnest(CAST('{7,8}' AS bigint[]), CAST('{1201,1202}' AS bigint[]), CAST('{4,17179869188}' AS bigint[]), CAST('{0,0}' AS smallint[])) AS u(pid, seq, body_id, gen);
 
 -- WriteSQL.DeleteIncoming (prepared)
 -- prepared as: DELETE FROM seqbox_incoming WHERE ctid = ANY(CAST($1 AS tid[]))
@@ -338,7 +344,7 @@ SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, header
 	failed_at, last_error, attempts, status, note, completed_at, replay_id
 FROM seqbox_dead_letters
 WHERE 0 = 0
-	AND (1 = 1 OR id IN (11, 12))
+	AND (1 = 1 OR id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002'))
 	AND (0 = 1 OR partition_id IN (7, 8))
 	AND (1 = 1 OR status IN ('pending'))
 	AND ('order.created' = '' OR payload_type = 'order.created')
@@ -357,7 +363,7 @@ SELECT id, partition_id, seq, message_id, msg_key, payload_type, payload, header
 	failed_at, last_error, attempts, status, note, completed_at, replay_id
 FROM seqbox_dead_letters
 WHERE 0 = 0
-	AND (1 = 1 OR id IN (11, 12))
+	AND (1 = 1 OR id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002'))
 	AND (0 = 1 OR partition_id IN (7, 8))
 	AND (1 = 1 OR status IN ('pending'))
 	AND ('order.created' = '' OR payload_type = 'order.created')
@@ -374,7 +380,7 @@ ORDER BY id LIMIT 100 FOR NO KEY UPDATE;
 -- DeadLetterSQL.IDs (inlined)
 SELECT id, status FROM seqbox_dead_letters
 WHERE 0 = 0
-	AND (1 = 1 OR id IN (11, 12))
+	AND (1 = 1 OR id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002'))
 	AND (0 = 1 OR partition_id IN (7, 8))
 	AND (1 = 1 OR status IN ('pending'))
 	AND ('order.created' = '' OR payload_type = 'order.created')
@@ -391,7 +397,7 @@ ORDER BY id LIMIT 100;
 -- DeadLetterSQL.IDsLock (inlined)
 SELECT id, status FROM seqbox_dead_letters
 WHERE 0 = 0
-	AND (1 = 1 OR id IN (11, 12))
+	AND (1 = 1 OR id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002'))
 	AND (0 = 1 OR partition_id IN (7, 8))
 	AND (1 = 1 OR status IN ('pending'))
 	AND ('order.created' = '' OR payload_type = 'order.created')
@@ -408,7 +414,7 @@ ORDER BY id LIMIT 100 FOR NO KEY UPDATE;
 -- DeadLetterSQL.Tally (inlined)
 SELECT status, COUNT(*) AS n, MAX(id) AS max_id FROM seqbox_dead_letters
 WHERE 0 = 0
-	AND (1 = 1 OR id IN (11, 12))
+	AND (1 = 1 OR id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002'))
 	AND (0 = 1 OR partition_id IN (7, 8))
 	AND (1 = 1 OR status IN ('pending'))
 	AND ('order.created' = '' OR payload_type = 'order.created')
@@ -424,14 +430,14 @@ GROUP BY status;
 -- DeadLetterSQL.SetStatus (inlined)
 UPDATE seqbox_dead_letters SET status = 'resolved', note = COALESCE('replayed by ops', note),
 	completed_at = CASE WHEN 1 = 1 THEN now() END
-WHERE id IN (11, 12) AND status = 'pending';
+WHERE id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002') AND status = 'pending';
 
 -- DeadLetterSQL.SetReplayed (inlined)
 UPDATE seqbox_dead_letters SET status = 'replayed', replay_id = CAST(CASE id WHEN 11 THEN '\x019b3c81' WHEN 11 THEN '\x019b3c81' END AS bytea)
-WHERE id IN (11, 12) AND status = 'pending';
+WHERE id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002') AND status = 'pending';
 
 -- DeadLetterSQL.Delete (inlined)
-DELETE FROM seqbox_dead_letters WHERE id IN (11, 12);
+DELETE FROM seqbox_dead_letters WHERE id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002');
 
 -- PurgeSQL.LockPartition (inlined)
 SELECT id FROM seqbox_partitions WHERE id = 7 FOR NO KEY UPDATE;
@@ -477,7 +483,7 @@ WHERE o.partition_id = 7 AND o.seq > 41 AND o.seq <= 141 AND o.purged = 0
 
 -- PurgeSQL.DeleteIncoming (inlined)
 DELETE FROM seqbox_incoming
-WHERE partition_id = 7 AND xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AND id IN (11, 12);
+WHERE partition_id = 7 AND xid >= COALESCE((SELECT bnd.xid FROM seqbox_partitions_bound bnd WHERE bnd.partition_id = 7 ORDER BY bnd.xid DESC LIMIT 1), '0'::xid8) AND id IN ('\x019b3c7f000000000000000000000001019b3c80000000000000000000000002');
 
 -- PurgeSQL.DeleteBodies (inlined)
 DELETE FROM seqbox_body WHERE id IN ('\x019b3c7f', '\x019b3c80');

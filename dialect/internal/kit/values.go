@@ -61,39 +61,15 @@ func intArray(ids []int64, open, close byte) string {
 	return string(append(b, close))
 }
 
-// PGByteaArray renders byte strings as one PostgreSQL array value,
-// {"\\x0a0b",NULL,…}, for a CAST(?x AS bytea[]): each in bytea's hex
-// input form, quoted, its backslash escaped; a nil one is NULL.
-func PGByteaArray(vals [][]byte) string {
-	return pgQuotedArray(vals, 5, 2, func(b, v []byte) []byte {
-		return hex.AppendEncode(append(b, `\\x`...), v)
-	})
-}
-
 // PGTextArray renders strings as one PostgreSQL array value,
 // {"a","b\"c",NULL}, for a CAST(?x AS text[]): each quoted, its
 // backslashes and double quotes escaped, so that no content (a comma, a
 // brace, a quote, the word NULL) is read as the array's syntax; a nil one
 // is NULL.
 func PGTextArray(vals [][]byte) string {
-	return pgQuotedArray(vals, 2, 1, func(b, v []byte) []byte {
-		for _, c := range v {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\')
-			}
-			b = append(b, c)
-		}
-		return b
-	})
-}
-
-// pgQuotedArray renders vals as one array value, each non-nil one in
-// double quotes as elem appends it, a nil one as NULL. Each takes about
-// extra + per*len(v) bytes besides its separator.
-func pgQuotedArray(vals [][]byte, extra, per int, elem func(b, v []byte) []byte) string {
 	n := 2
 	for _, v := range vals {
-		n += per*len(v) + extra + 1
+		n += len(v) + 3
 	}
 	b := make([]byte, 0, n)
 	b = append(b, '{')
@@ -106,10 +82,67 @@ func pgQuotedArray(vals [][]byte, extra, per int, elem func(b, v []byte) []byte)
 			continue
 		}
 		b = append(b, '"')
-		b = elem(b, v)
+		for _, c := range v {
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
 		b = append(b, '"')
 	}
 	return string(append(b, '}'))
+}
+
+// PGPacked is byte strings as one PostgreSQL statement binds them
+// cheapest: Blob holds them end to end, one bytea value, and Spans (a
+// bigint[] value) each one's place in it, offset<<32 | length, or NULL for
+// a nil one; PGUnpack reads one back. A bytea[] of the same values costs
+// the server an array_in over every value's quoted hex text when the
+// statement is bound, and pgdriver a copy of that text rune by rune; one
+// bytea is decoded in one pass and sliced per row (docs/ARCHITECTURE.md,
+// "The SQL layer").
+type PGPacked struct {
+	Blob  []byte
+	Spans string
+}
+
+// PGPack packs vals for PGUnpack. A value longer than 4 GiB, or a blob
+// past 2 GiB, cannot be a bound value anyway (PostgreSQL refuses a value
+// over 1 GiB), so the spans' two 32-bit halves are enough.
+func PGPack(vals [][]byte) PGPacked {
+	n := 0
+	for _, v := range vals {
+		n += len(v)
+	}
+	blob := make([]byte, 0, n)
+	b := make([]byte, 0, 12*len(vals)+2)
+	b = append(b, '{')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == nil {
+			b = append(b, "NULL"...)
+			continue
+		}
+		b = strconv.AppendInt(b, int64(len(blob))<<32|int64(len(v)), 10)
+		blob = append(blob, v...)
+	}
+	return PGPacked{Blob: blob, Spans: string(append(b, '}'))}
+}
+
+// PGUnpack is the SQL expression of one value packed by PGPack: blob is
+// the bytea value (a placeholder), span the row's element of its Spans (a
+// bigint column). A NULL span gives NULL.
+func PGUnpack(blob, span string) string {
+	return "substring(CAST(" + blob + " AS bytea) FROM CAST(" + span + " >> 32 AS int) + 1 FOR CAST(" + span + " & 4294967295 AS int))"
+}
+
+// PGFixed is the SQL expression of the n-th (from 1) value of blob, where
+// every value is width bytes: a chunk's message ids, end to end.
+func PGFixed(blob, n string, width int) string {
+	w := strconv.Itoa(width)
+	return "substring(CAST(" + blob + " AS bytea) FROM CAST(" + n + " AS int) * " + w + " - " + strconv.Itoa(width-1) + " FOR " + w + ")"
 }
 
 // HexJSONArray renders byte strings as one JSON array of their hex.
