@@ -15,17 +15,26 @@ import (
 // first, into the current generation's table (one statement per
 // generation; rotate.go), then incoming rows in the caller's order (their
 // AUTO_INCREMENT ids are the FIFO order), with the generation of their
-// bodies. Inlined, not prepared in pieces as on SQLite (kit.PrepareRows):
-// on MariaDB the pieces' extra round trips cost more than the parse they
-// save once producers share the cores with the pipeline (BENCHMARKS.md,
-// "SQLite's enqueue prepared in pieces").
+// bodies. A chunk of 1, 10, 100 or 1,000 rows (insertCounts) runs
+// prepared, its values sent in the binary protocol: no hex for the server
+// to parse, none for the client to write. Any other count runs inlined,
+// one statement as before: on MariaDB a statement per piece (kit.PrepareRows,
+// as on SQLite) cost more round trips than the parse saved
+// (BENCHMARKS.md, "MariaDB's enqueue prepared for exact counts").
 var insertSQL = kit.InsertSQL{
 	Bodies: kit.PerGeneration(func(g int) *kit.Stmt {
-		return kit.Inline(`INSERT INTO {body_g`+strconv.Itoa(g)+`} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
-			kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, UTC_TIMESTAMP(6))`))
+		return kit.PrepareCounts(`INSERT INTO {body_g`+strconv.Itoa(g)+`} (id, msg_key, payload_type, payload, headers, created_at) VALUES ?rows`,
+			kit.Rows(`(?id, ?key, ?payload_type, ?payload, ?headers, UTC_TIMESTAMP(6))`), insertCounts...)
 	}),
-	Incoming: kit.Inline(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`, kit.Rows(`(?pid, ?id, ?gen)`)),
+	Incoming: kit.PrepareCounts(`INSERT INTO {incoming} (partition_id, body_id, body_gen) VALUES ?rows`, kit.Rows(`(?pid, ?id, ?gen)`), insertCounts...),
 }
+
+// insertCounts are the chunk sizes the enqueue prepares: one message, the
+// round batches applications write, and the engine's default chunk
+// (EnqueueChunkRows). Each is four statements on every connection (three
+// body generations and incoming), 16 in all, against the server's
+// max_prepared_stmt_count (16,382 by default, across all connections).
+var insertCounts = []int{1, 10, 100, 1000}
 
 // enqueueStmts are the enqueue's statements of this dialect's own.
 type enqueueStmts struct {

@@ -9,6 +9,7 @@ func Cases() []Case {
 		{"AtomicEnqueue", testAtomicEnqueue},                                                 // 1
 		{"EnqueueConnKinds", testEnqueueConnKinds},                                           // 1
 		{"EnqueueBatchChunked", testEnqueueBatchChunked},                                     // 1, 2
+		{"EnqueueBatchOneChunk", testEnqueueBatchOneChunk},                                   // 1, 2
 		{"CallerOwnedTxPickedUpPromptly", testCallerOwnedTxPickedUpPromptly},                 // 1
 		{"ProducerOnlyInstanceConsumedElsewhere", testProducerOnlyInstanceConsumedElsewhere}, // 1, 5
 		{"PerPartitionOrder", testPerPartitionOrder},                                         // 2

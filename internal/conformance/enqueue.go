@@ -101,12 +101,27 @@ func testEnqueueConnKinds(e *Env) {
 }
 
 // testEnqueueBatchChunked: a batch larger than one chunk (by rows and by
-// bytes) arrives whole, in order, with payload, type and headers intact.
+// bytes) arrives whole, in order, with payload, key, type and headers
+// intact.
 func testEnqueueBatchChunked(e *Env) {
+	enqueueBatchRoundTrip(e, 120, e.Builder().EnqueueChunk(7, 16<<10))
+}
+
+// testEnqueueBatchOneChunk: a batch of 100, one chunk by default (one
+// prepared statement of exactly 100 rows on MySQL/MariaDB, packed values
+// on PostgreSQL, pieces on SQLite), arrives as intact.
+func testEnqueueBatchOneChunk(e *Env) {
+	enqueueBatchRoundTrip(e, 100, e.Builder())
+}
+
+// enqueueBatchRoundTrip enqueues n messages in one EnqueueBatch to a queue
+// of one partition of b and checks every delivery against what went in:
+// payloads of every byte value (and empty), keys and headers with quotes
+// and backslashes (and none).
+func enqueueBatchRoundTrip(e *Env, n int, b *seqbox.Builder) {
 	var deliveries []processor.Delivery
 	done := make(chan struct{})
-	const n = 120
-	b := e.Builder().EnqueueChunk(7, 16<<10).Queue("chunks", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
+	b = b.Queue("chunks", 1, processor.Leased(func(ctx context.Context, d processor.Delivery) error {
 		deliveries = append(deliveries, d) // one partition: one task, no race
 		if len(deliveries) == n {
 			close(done)
@@ -116,10 +131,17 @@ func testEnqueueBatchChunked(e *Env) {
 	ob := e.Start(b)
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
+		payload := make([]byte, (i%5)*1500)
+		for j := range payload {
+			payload[j] = byte(i + j)
+		}
 		msgs[i] = outbox.Message{
 			PayloadType: fmt.Sprintf("chunk.v%d", i%3),
-			Payload:     bytes.Repeat([]byte{byte(i)}, (i%5)*1500),
-			Headers:     map[string]string{"i": fmt.Sprint(i), "trace": strings.Repeat("x", i%4)},
+			Payload:     payload,
+			Headers:     map[string]string{"i": fmt.Sprint(i), "trace": strings.Repeat("x", i%4), "q": `'"\é`},
+		}
+		if i%2 == 0 {
+			msgs[i].Key = fmt.Sprintf(`k'%d"\`, i)
 		}
 	}
 	var ids []outbox.MessageID
@@ -138,8 +160,9 @@ func testEnqueueBatchChunked(e *Env) {
 		require.Equal(e.T, ids[i], d.ID, "delivery %d out of enqueue order", i)
 		require.Equal(e.T, int64(i+1), d.Seq)
 		require.Equal(e.T, msgs[i].PayloadType, d.PayloadType)
+		require.Equal(e.T, msgs[i].Key, d.Key)
 		require.Equal(e.T, len(msgs[i].Payload), len(d.Payload))
-		require.True(e.T, bytes.Equal(msgs[i].Payload, d.Payload) || len(msgs[i].Payload) == 0)
+		require.True(e.T, bytes.Equal(msgs[i].Payload, d.Payload), "delivery %d: payload", i)
 		require.Equal(e.T, msgs[i].Headers, d.Headers)
 		require.False(e.T, d.EnqueuedAt.IsZero())
 		require.WithinDuration(e.T, time.Now(), d.EnqueuedAt, 5*time.Minute, "EnqueuedAt must be UTC-correct")

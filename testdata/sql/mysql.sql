@@ -50,16 +50,24 @@ INSERT IGNORE INTO seqbox_vacuum_counter (partition_id) VALUES (7), (7);
 INSERT IGNORE INTO seqbox_incoming (id, partition_id, body_id, body_gen) SELECT -2 * p.id - s.n, p.id, UNHEX(REPEAT('00', 16)), -1
 FROM seqbox_partitions p CROSS JOIN (SELECT 0 AS n UNION ALL SELECT 1) s WHERE p.queue = 'orders';
 
--- InsertSQL.Bodies[0] (inlined)
+-- InsertSQL.Bodies[0] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g0 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
 INSERT INTO seqbox_body_g0 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
 
--- InsertSQL.Bodies[1] (inlined)
+-- InsertSQL.Bodies[1] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g1 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
 INSERT INTO seqbox_body_g1 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
 
--- InsertSQL.Bodies[2] (inlined)
+-- InsertSQL.Bodies[2] (prepared)
+-- prepared as: INSERT INTO seqbox_body_g2 (id, msg_key, payload_type, payload, headers, created_at) VALUES (?, ?, ?, ?, ?, UTC_TIMESTAMP(6))
+-- parameters: id__0, key__0, payload_type__0, payload__0, headers__0
 INSERT INTO seqbox_body_g2 (id, msg_key, payload_type, payload, headers, created_at) VALUES (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6)), (X'019b3c7f', X'637573746f6d65722d3432', 'order.created', X'7b226f72646572223a34327d', '{"tenant":"acme"}', UTC_TIMESTAMP(6));
 
--- InsertSQL.Incoming (inlined)
+-- InsertSQL.Incoming (prepared)
+-- prepared as: INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (?, ?, ?)
+-- parameters: pid__0, id__0, gen__0
 INSERT INTO seqbox_incoming (partition_id, body_id, body_gen) VALUES (7, X'019b3c7f', 1), (7, X'019b3c7f', 1);
 
 -- enqueueStmts.PendingList (inlined)

@@ -21,8 +21,9 @@ import (
 // VALUES list of 100 rows cost SQLite about as much to parse as to insert
 // (docs/ARCHITECTURE.md, "The SQL layer"). Each piece is a statement of
 // its own: on a database over the network its round trip can cost more
-// than the parse it saves (MariaDB: BENCHMARKS.md, "SQLite's enqueue
-// prepared in pieces").
+// than the parse it saves. There a list is prepared for exact counts
+// (PrepareCounts): a call of one of them is one prepared statement, any
+// other count one inlined statement, never more round trips than inlined.
 
 // pieceSizes are the sizes a prepared row list is prepared for,
 // descending and ending with 1.
@@ -57,15 +58,15 @@ type slot struct {
 
 // compilePieces prepares c's text for each piece size: the list written
 // out that many times, each item's ?name becoming ?name__i.
-func (r *Runner) compilePieces(c *compiled, listName string) error {
+func (r *Runner) compilePieces(c *compiled, listName string, sizes []int) error {
 	l := c.lists[listName]
 	for _, name := range append(slices.Clone(c.names), l.names...) {
 		if strings.Contains(name, "__") {
 			return fmt.Errorf("?%s: a prepared row list's values may not contain __", name)
 		}
 	}
-	c.pieces = make([]*piece, len(r.pieces))
-	for k, size := range r.pieces {
+	c.pieces = make([]*piece, len(sizes))
+	for k, size := range sizes {
 		var rows strings.Builder
 		for i := range size {
 			if i > 0 {
@@ -106,15 +107,19 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 	listName := c.listName()
 	its, _ := items(args[listName])
 	var total piecesResult
-	for _, k := range splitPieces(r.pieces, len(its)) {
-		p := c.pieces[k]
-		stmt, err := r.prepared(ctx, conn, &p.compiled)
-		if err != nil {
-			return nil, r.Wrap(fmt.Errorf("prepare %s: %w", p.name, err))
+	for _, k := range c.split(len(its)) {
+		var stmt *sql.Stmt
+		p := c.pieces[max(k, 0)]
+		if k >= 0 {
+			var err error
+			if stmt, err = r.prepared(ctx, conn, &p.compiled); err != nil {
+				return nil, r.Wrap(fmt.Errorf("prepare %s: %w", p.name, err))
+			}
 		}
 		if stmt == nil {
-			// Not prepared for this connection: the rest as one inlined
-			// statement, one round trip.
+			// Not prepared for this connection, or a count not prepared
+			// (PrepareCounts): the rest as one inlined statement, one
+			// round trip.
 			rest := maps.Clone(args)
 			rest[listName] = its
 			res, err := r.inlined(conn, c, rest).Exec(ctx)
@@ -137,6 +142,25 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 		its = its[p.size:]
 	}
 	return total, nil
+}
+
+// split is the pieces a run of n items is written in, as indexes into
+// c.pieces: the largest that fit first (PrepareRows), or the one of
+// exactly n items, or -1 for none (PrepareCounts: run inlined).
+func (c *compiled) split(n int) []int {
+	if !c.exact {
+		sizes := make([]int, len(c.pieces))
+		for i, p := range c.pieces {
+			sizes[i] = p.size
+		}
+		return splitPieces(sizes, n)
+	}
+	for i, p := range c.pieces {
+		if p.size == n {
+			return []int{i}
+		}
+	}
+	return []int{-1}
 }
 
 // pieceValues are a piece's parameters for its items.

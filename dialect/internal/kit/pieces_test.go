@@ -179,6 +179,83 @@ func TestPreparedRowsRun(t *testing.T) {
 	require.ErrorContains(t, r.Query(ctx, db, s.Insert, rows(2, "q"), new([]int64)), "run it with Exec")
 }
 
+// TestPreparedCountsRun: a statement prepared for exact counts runs a
+// list of one of them as one prepared statement, in the database and in a
+// transaction, and a list of any other count as one inlined statement;
+// every row is there, in order.
+func TestPreparedCountsRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/c.db")
+	require.NoError(t, err)
+	log := &queryLog{}
+	db := bun.NewDB(sqldb, sqlitedialect.New()).WithQueryHook(log)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.ExecContext(ctx, "CREATE TABLE c_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, tag TEXT)")
+	require.NoError(t, err)
+
+	s := struct{ Insert *Stmt }{PrepareCounts("INSERT INTO {incoming} (partition_id, tag) VALUES ?rows", Rows("(?pid, ?tag)"), 10, 1, 10)}
+	r, err := New(Config{DB: db, Prefix: "c_", Name: dialect.SQLite, Sets: []any{s},
+		Schema:      Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}},
+		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+	require.NoError(t, err)
+	require.Len(t, r.stmts[s.Insert].pieces, 2, "one statement per distinct count")
+	require.NoError(t, r.Prepare(ctx))
+	t.Cleanup(func() { _ = r.Release() })
+	log.take()
+
+	write := func(conn bun.IConn, n int, tag string) {
+		t.Helper()
+		list := make([]Args, n)
+		for i := range list {
+			list[i] = Args{"pid": int64(i), "tag": fmt.Sprintf("%s-%d", tag, i)}
+		}
+		res, err := r.Exec(ctx, conn, s.Insert, Args{"rows": list})
+		require.NoError(t, err)
+		affected, err := res.RowsAffected()
+		require.NoError(t, err)
+		require.Equal(t, int64(n), affected)
+	}
+	check := func(tag string, n int) {
+		t.Helper()
+		var got []string
+		require.NoError(t, db.NewRaw("SELECT tag FROM c_incoming WHERE tag LIKE ? ORDER BY n", tag+"-%").Scan(ctx, &got))
+		require.Len(t, got, n, tag)
+		for i, g := range got {
+			require.Equal(t, fmt.Sprintf("%s-%d", tag, i), g)
+		}
+		log.take()
+	}
+	for _, c := range []struct {
+		n        int
+		prepared bool
+	}{{1, true}, {10, true}, {2, false}, {11, false}, {100, false}} {
+		tag := fmt.Sprintf("db%d", c.n)
+		write(db, c.n, tag)
+		texts := log.take()
+		require.Len(t, texts, 1, "%d rows: one statement", c.n)
+		if c.prepared {
+			require.NotContains(t, texts[0], "'", "%d rows: prepared, no value in the text", c.n)
+			require.Equal(t, c.n, strings.Count(texts[0], "(?"))
+		} else {
+			require.Contains(t, texts[0], fmt.Sprintf("'%s-%d'", tag, c.n-1), "%d rows: inlined", c.n)
+		}
+		check(tag, c.n)
+	}
+	require.NoError(t, db.RunInTx(ctx, nil, func(ctx context.Context, tx bun.Tx) error {
+		write(tx, 10, "tx")
+		return nil
+	}))
+	texts := log.take()
+	require.Len(t, texts, 3, "BEGIN, the statement, COMMIT")
+	require.NotContains(t, texts[1], "'", "prepared in the transaction too")
+	check("tx", 10)
+
+	_, err = New(Config{DB: db, Prefix: "c_", Name: dialect.SQLite, Sets: []any{struct{ Bad *Stmt }{PrepareCounts("INSERT INTO {incoming} (tag) VALUES ?rows", Rows("(?tag)"), 0)}},
+		Schema: Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}}})
+	require.ErrorContains(t, err, "at least 1", "a count below 1 is refused when the dialect is built")
+}
+
 func TestGenStmt(t *testing.T) {
 	t.Parallel()
 	stmts := PerGeneration(func(g int) *Stmt { return Inline("SELECT " + strconv.Itoa(g)) })

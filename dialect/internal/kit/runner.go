@@ -56,7 +56,6 @@ type Runner struct {
 	words  map[string]string
 	stmts  map[*Stmt]*compiled
 	order  []*Stmt
-	pieces []int
 	boot   []string
 	migs   [][]string
 
@@ -88,9 +87,10 @@ type compiled struct {
 	stmt         *sql.Stmt
 
 	// pieces: a prepared row list's statement per piece size
-	// (PrepareRows), in the order of Runner.pieces; nil for every other
-	// statement.
+	// (PrepareRows, PrepareCounts), largest first; nil for every other
+	// statement. exact: only a run of one of their sizes is prepared.
 	pieces []*piece
+	exact  bool
 }
 
 // prepareds are the statements c is prepared as: itself, or its pieces.
@@ -113,7 +113,7 @@ func New(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}, pieces: pieceSizes()}
+	r := &Runner{cfg: cfg, tables: tables, words: tableWords(tables), stmts: map[*Stmt]*compiled{}}
 	named, err := Collect(cfg.Sets...)
 	if err != nil {
 		return nil, err
@@ -197,7 +197,11 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 	}
 	switch {
 	case s.Mode == Prepared && len(s.Lists) == 1:
-		if err := r.compilePieces(c, s.Lists[0].Name); err != nil {
+		if len(s.pieces) == 0 || s.pieces[len(s.pieces)-1] < 1 {
+			return nil, errors.New("a prepared row list needs its sizes, each at least 1: declare it with PrepareRows or PrepareCounts")
+		}
+		c.exact = s.exact
+		if err := r.compilePieces(c, s.Lists[0].Name, s.pieces); err != nil {
 			return nil, err
 		}
 	case s.Mode == Prepared:

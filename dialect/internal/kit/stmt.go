@@ -54,6 +54,11 @@ type Stmt struct {
 	Text  string
 	Mode  Mode
 	Lists []List
+
+	// pieces are a prepared row list's sizes, descending (PrepareRows,
+	// PrepareCounts); exact, that a run of another count is inlined.
+	pieces []int
+	exact  bool
 }
 
 // List is a piece of a statement repeated once per item, joined by Sep:
@@ -81,7 +86,19 @@ func Prepare(text string) *Stmt {
 // items in such pieces, in their order (pieces.go). Exec only: a read
 // would return its rows piece by piece.
 func PrepareRows(text string, list List) *Stmt {
-	return &Stmt{Text: text, Mode: Prepared, Lists: []List{list}}
+	return &Stmt{Text: text, Mode: Prepared, Lists: []List{list}, pieces: pieceSizes()}
+}
+
+// PrepareCounts declares a multi-row statement prepared for exactly the
+// given numbers of items: a run of one of them is one prepared statement,
+// a run of any other count one inlined statement, so that no run takes
+// more round trips than an inlined one (pieces.go). Exec only.
+func PrepareCounts(text string, list List, counts ...int) *Stmt {
+	sizes := slices.Clone(counts)
+	slices.Sort(sizes)
+	sizes = slices.Compact(sizes)
+	slices.Reverse(sizes)
+	return &Stmt{Text: text, Mode: Prepared, Lists: []List{list}, pieces: sizes, exact: true}
 }
 
 // Rows is a VALUES list: ?rows, items joined by ", ".
