@@ -65,6 +65,7 @@ func (r *Runner) compilePieces(c *compiled, listName string, sizes []int) error 
 			return fmt.Errorf("?%s: a prepared row list's values may not contain __", name)
 		}
 	}
+	c.sizes = sizes
 	c.pieces = make([]*piece, len(sizes))
 	for k, size := range sizes {
 		var rows strings.Builder
@@ -149,18 +150,9 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 // exactly n items, or -1 for none (PrepareCounts: run inlined).
 func (c *compiled) split(n int) []int {
 	if !c.exact {
-		sizes := make([]int, len(c.pieces))
-		for i, p := range c.pieces {
-			sizes[i] = p.size
-		}
-		return splitPieces(sizes, n)
+		return splitPieces(c.sizes, n)
 	}
-	for i, p := range c.pieces {
-		if p.size == n {
-			return []int{i}
-		}
-	}
-	return []int{-1}
+	return []int{slices.Index(c.sizes, n)}
 }
 
 // pieceValues are a piece's parameters for its items.

@@ -91,22 +91,8 @@ func (l *queryLog) take() []string {
 func TestPreparedRowsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/k.db")
-	require.NoError(t, err)
-	log := &queryLog{}
-	db := bun.NewDB(sqldb, sqlitedialect.New()).WithQueryHook(log)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.ExecContext(ctx, "CREATE TABLE k_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, body_id BLOB, tag TEXT)")
-	require.NoError(t, err)
-
 	s := struct{ Insert *Stmt }{PrepareRows("INSERT INTO {incoming} (partition_id, body_id, tag) VALUES ?rows", Rows("(?pid, ?id, ?tag)"))}
-	r, err := New(Config{DB: db, Prefix: "k_", Name: dialect.SQLite, Sets: []any{s},
-		Schema:      Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}},
-		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
-	require.NoError(t, err)
-	require.NoError(t, r.Prepare(ctx))
-	t.Cleanup(func() { _ = r.Release() })
-	log.take()
+	db, log, r := preparedRunner(t, "CREATE TABLE k_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, body_id BLOB, tag TEXT)", s)
 
 	rows := func(n int, tag string) Args {
 		list := make([]Args, n)
@@ -186,23 +172,9 @@ func TestPreparedRowsRun(t *testing.T) {
 func TestPreparedCountsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/c.db")
-	require.NoError(t, err)
-	log := &queryLog{}
-	db := bun.NewDB(sqldb, sqlitedialect.New()).WithQueryHook(log)
-	t.Cleanup(func() { _ = db.Close() })
-	_, err = db.ExecContext(ctx, "CREATE TABLE c_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, tag TEXT)")
-	require.NoError(t, err)
-
 	s := struct{ Insert *Stmt }{PrepareCounts("INSERT INTO {incoming} (partition_id, tag) VALUES ?rows", Rows("(?pid, ?tag)"), 10, 1, 10)}
-	r, err := New(Config{DB: db, Prefix: "c_", Name: dialect.SQLite, Sets: []any{s},
-		Schema:      Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}},
-		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
-	require.NoError(t, err)
+	db, log, r := preparedRunner(t, "CREATE TABLE k_incoming (n INTEGER PRIMARY KEY AUTOINCREMENT, partition_id INTEGER, tag TEXT)", s)
 	require.Len(t, r.stmts[s.Insert].pieces, 2, "one statement per distinct count")
-	require.NoError(t, r.Prepare(ctx))
-	t.Cleanup(func() { _ = r.Release() })
-	log.take()
 
 	write := func(conn bun.IConn, n int, tag string) {
 		t.Helper()
@@ -219,7 +191,7 @@ func TestPreparedCountsRun(t *testing.T) {
 	check := func(tag string, n int) {
 		t.Helper()
 		var got []string
-		require.NoError(t, db.NewRaw("SELECT tag FROM c_incoming WHERE tag LIKE ? ORDER BY n", tag+"-%").Scan(ctx, &got))
+		require.NoError(t, db.NewRaw("SELECT tag FROM k_incoming WHERE tag LIKE ? ORDER BY n", tag+"-%").Scan(ctx, &got))
 		require.Len(t, got, n, tag)
 		for i, g := range got {
 			require.Equal(t, fmt.Sprintf("%s-%d", tag, i), g)
@@ -251,9 +223,32 @@ func TestPreparedCountsRun(t *testing.T) {
 	require.NotContains(t, texts[1], "'", "prepared in the transaction too")
 	check("tx", 10)
 
-	_, err = New(Config{DB: db, Prefix: "c_", Name: dialect.SQLite, Sets: []any{struct{ Bad *Stmt }{PrepareCounts("INSERT INTO {incoming} (tag) VALUES ?rows", Rows("(?tag)"), 0)}},
+	_, err := New(Config{DB: db, Prefix: "k_", Name: dialect.SQLite, Sets: []any{struct{ Bad *Stmt }{PrepareCounts("INSERT INTO {incoming} (tag) VALUES ?rows", Rows("(?tag)"), 0)}},
 		Schema: Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}}})
 	require.ErrorContains(t, err, "at least 1", "a count below 1 is refused when the dialect is built")
+}
+
+// preparedRunner is a runner of set's statements (prefix k_) on a fresh
+// embedded SQLite database made by ddl, its statements prepared, and the
+// log of the statements it runs from now.
+func preparedRunner(t *testing.T, ddl string, set any) (*bun.DB, *queryLog, *Runner) {
+	t.Helper()
+	ctx := context.Background()
+	sqldb, err := sql.Open(sqliteshim.ShimName, "file:"+t.TempDir()+"/k.db")
+	require.NoError(t, err)
+	log := &queryLog{}
+	db := bun.NewDB(sqldb, sqlitedialect.New()).WithQueryHook(log)
+	t.Cleanup(func() { _ = db.Close() })
+	_, err = db.ExecContext(ctx, ddl)
+	require.NoError(t, err)
+	r, err := New(Config{DB: db, Prefix: "k_", Name: dialect.SQLite, Sets: []any{set},
+		Schema:      Schema{Bootstrap: "SELECT 1", Migrations: []string{"SELECT 1"}},
+		IsRetryable: func(error) bool { return false }, IsDisconnect: func(error) bool { return false }})
+	require.NoError(t, err)
+	require.NoError(t, r.Prepare(ctx))
+	t.Cleanup(func() { _ = r.Release() })
+	log.take()
+	return db, log, r
 }
 
 func TestGenStmt(t *testing.T) {

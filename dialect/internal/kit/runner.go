@@ -87,9 +87,11 @@ type compiled struct {
 	stmt         *sql.Stmt
 
 	// pieces: a prepared row list's statement per piece size
-	// (PrepareRows, PrepareCounts), largest first; nil for every other
-	// statement. exact: only a run of one of their sizes is prepared.
+	// (PrepareRows, PrepareCounts), largest first, and their sizes; nil
+	// for every other statement. exact: only a run of one of the sizes is
+	// prepared.
 	pieces []*piece
+	sizes  []int
 	exact  bool
 }
 

@@ -71,7 +71,22 @@ func PGTextArray(vals [][]byte) string {
 	for _, v := range vals {
 		n += len(v) + 3
 	}
-	b := make([]byte, 0, n)
+	return pgArrayOf(vals, n, func(b, v []byte) []byte {
+		b = append(b, '"')
+		for _, c := range v {
+			if c == '"' || c == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, c)
+		}
+		return append(b, '"')
+	})
+}
+
+// pgArrayOf renders vals as one PostgreSQL array value of about size
+// bytes: a nil value as NULL, any other as elem appends it.
+func pgArrayOf(vals [][]byte, size int, elem func(b, v []byte) []byte) string {
+	b := make([]byte, 0, size)
 	b = append(b, '{')
 	for i, v := range vals {
 		if i > 0 {
@@ -81,14 +96,7 @@ func PGTextArray(vals [][]byte) string {
 			b = append(b, "NULL"...)
 			continue
 		}
-		b = append(b, '"')
-		for _, c := range v {
-			if c == '"' || c == '\\' {
-				b = append(b, '\\')
-			}
-			b = append(b, c)
-		}
-		b = append(b, '"')
+		b = elem(b, v)
 	}
 	return string(append(b, '}'))
 }
@@ -115,20 +123,12 @@ func PGPack(vals [][]byte) PGPacked {
 		n += len(v)
 	}
 	blob := make([]byte, 0, n)
-	b := make([]byte, 0, 12*len(vals)+2)
-	b = append(b, '{')
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if v == nil {
-			b = append(b, "NULL"...)
-			continue
-		}
+	spans := pgArrayOf(vals, 12*len(vals)+2, func(b, v []byte) []byte {
 		b = strconv.AppendInt(b, int64(len(blob))<<32|int64(len(v)), 10)
 		blob = append(blob, v...)
-	}
-	return PGPacked{Blob: blob, Spans: string(append(b, '}'))}
+		return b
+	})
+	return PGPacked{Blob: blob, Spans: spans}
 }
 
 // PGUnpack is the SQL expression of one value packed by PGPack: blob is
