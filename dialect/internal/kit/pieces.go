@@ -109,25 +109,13 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 	its, _ := items(args[listName])
 	var total piecesResult
 	for _, k := range c.split(len(its)) {
-		var stmt *sql.Stmt
-		p := c.pieces[max(k, 0)]
-		if k >= 0 {
-			var err error
-			if stmt, err = r.prepared(ctx, conn, &p.compiled); err != nil {
-				return nil, r.Wrap(fmt.Errorf("prepare %s: %w", p.name, err))
-			}
+		p := c.pieces[k]
+		stmt, err := r.prepared(ctx, conn, &p.compiled)
+		if err != nil {
+			return nil, r.Wrap(fmt.Errorf("prepare %s: %w", p.name, err))
 		}
 		if stmt == nil {
-			// Not prepared for this connection, or a count not prepared
-			// (PrepareCounts): the rest as one inlined statement, one
-			// round trip.
-			rest := maps.Clone(args)
-			rest[listName] = its
-			res, err := r.inlined(conn, c, rest).Exec(ctx)
-			if err != nil {
-				return nil, r.Wrap(err)
-			}
-			return total.add(res)
+			break // not prepared for this connection: the rest inlined, below
 		}
 		values, err := r.pieceValues(p, args, its[:p.size])
 		if err != nil {
@@ -142,17 +130,32 @@ func (r *Runner) execPieces(ctx context.Context, conn bun.IConn, c *compiled, ar
 		}
 		its = its[p.size:]
 	}
-	return total, nil
+	if len(its) == 0 {
+		return total, nil
+	}
+	// Items no prepared piece took (a connection where the statements run
+	// inlined, a count PrepareCounts did not prepare): one inlined
+	// statement, one round trip.
+	rest := maps.Clone(args)
+	rest[listName] = its
+	res, err := r.inlined(conn, c, rest).Exec(ctx)
+	if err != nil {
+		return nil, r.Wrap(err)
+	}
+	return total.add(res)
 }
 
 // split is the pieces a run of n items is written in, as indexes into
 // c.pieces: the largest that fit first (PrepareRows), or the one of
-// exactly n items, or -1 for none (PrepareCounts: run inlined).
+// exactly n items, or none (PrepareCounts: the run is inlined).
 func (c *compiled) split(n int) []int {
 	if !c.exact {
 		return splitPieces(c.sizes, n)
 	}
-	return []int{slices.Index(c.sizes, n)}
+	if k := slices.Index(c.sizes, n); k >= 0 {
+		return []int{k}
+	}
+	return nil
 }
 
 // pieceValues are a piece's parameters for its items.
