@@ -74,7 +74,7 @@ func (r *Runner) compilePieces(c *compiled, listName string, sizes []int) error 
 				rows.WriteString(l.sep)
 			}
 			suffix := "__" + strconv.Itoa(i)
-			rows.WriteString(namedValue.ReplaceAllStringFunc(l.text, func(m string) string { return m + suffix }))
+			rows.WriteString(replaceNamed(l.text, func(name string) string { return "?" + name + suffix }))
 		}
 		text := strings.Replace(c.text, "?"+listName, rows.String(), 1)
 		if strings.Contains(text, "?"+listName) {

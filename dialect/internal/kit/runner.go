@@ -217,8 +217,7 @@ func (r *Runner) compile(n NamedStmt) (*compiled, error) {
 func parameterize(text string, numbered bool) (string, []string) {
 	var params []string
 	index := map[string]int{}
-	out := namedValue.ReplaceAllStringFunc(text, func(m string) string {
-		name := m[1:]
+	out := replaceNamed(text, func(name string) string {
 		if !numbered {
 			params = append(params, name)
 			return "?"
