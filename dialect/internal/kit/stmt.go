@@ -129,9 +129,9 @@ var tableWord = regexp.MustCompile(`\{([a-z_][a-z0-9_]*)\}`)
 // scanNamed walks text's ?name values (a ? then [a-z][a-z0-9_]*), calling
 // lit with the text between them and named with each name. A statement has
 // no other ?: a bare ? would be bound to nothing, or to the wrong value.
-// A scan by hand, not a regexp: Open writes out the prepared row lists of
-// up to 1,000 rows (pieces.go), and scanning them with a regexp was most of
-// its time (about 450 ms a dialect under -race).
+// A scan by hand, not a regexp: building a dialect writes out its prepared
+// row lists of up to 1,000 rows (pieces.go), and a regexp over those texts
+// was most of that time (docs/ARCHITECTURE.md, "The SQL layer").
 func scanNamed(text string, lit, named func(string)) {
 	start := 0
 	for i := 0; i+1 < len(text); i++ {
