@@ -480,7 +480,7 @@ func TestLogCountsExplain(t *testing.T) {
 	assert.Contains(t, err.Error(), "seqbox logged 1 errors; the last: prepare: syntax error")
 }
 
-// TestProduceSlowPaceEndsAtDeadline: a producer waiting for a tick far
+// TestProduceSlowPaceEndsAtDeadline: a producer waiting for a step far
 // beyond the window stops at the window's end (a soak at a low rate once
 // ran a pace past its duration).
 func TestProduceSlowPaceEndsAtDeadline(t *testing.T) {
@@ -491,7 +491,33 @@ func TestProduceSlowPaceEndsAtDeadline(t *testing.T) {
 	require.NoError(t, err)
 	assert.Less(t, time.Since(began), 10*time.Second)
 	assert.Less(t, elapsed, 10*time.Second)
-	assert.Zero(t, committed.Load(), "the first tick is a pace away")
+	assert.Zero(t, committed.Load(), "the first step is a pace away")
+}
+
+// TestPacerCatchesUp: a step slower than the pace delays the steps after
+// it, which then start at once until the producer is on schedule again,
+// so a window offers its whole rate. The clock is simulated: each step
+// starts when the pacer says and takes the time it is given.
+func TestPacerCatchesUp(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	ms := time.Millisecond
+	p := pacer{next: start, pace: 4 * ms}
+	now := start
+	var starts []time.Duration
+	for k := range 25 {
+		now = now.Add(p.wait(now))
+		starts = append(starts, now.Sub(start))
+		took := 1 * ms
+		if k == 0 {
+			took = 10 * ms // a slow commit holds up the two steps due at 8 and 12 ms
+		}
+		now = now.Add(took)
+	}
+	assert.Equal(t, []time.Duration{4 * ms, 14 * ms, 15 * ms, 16 * ms, 20 * ms, 24 * ms}, starts[:6])
+	assert.Equal(t, 100*ms, starts[24], "25 steps in the first 100 ms: the rate is kept")
+
+	unpaced := pacer{next: start}
+	assert.Zero(t, unpaced.wait(start.Add(time.Hour)), "without a pace every step is due at once")
 }
 
 func TestThroughput(t *testing.T) {

@@ -214,15 +214,19 @@ var errEnough = errors.New("bench: enough messages")
 // produce runs n producers that call step until d has passed (or, for a
 // fixed total, until step returns errEnough) and returns how long they ran;
 // committed counts the messages of every successful step. With pace > 0
-// each producer starts one step per pace, skipping ticks it is too slow
-// for, so the offered rate is n/pace at most.
+// each producer keeps a schedule (pacer): a step that took longer than pace
+// is followed at once by the ones it held up, so the producers offer n/pace
+// steps a second whenever their steps' mean time allows it, however the
+// database's response times vary. Skipping the missed ticks instead had
+// offered 766–936 of 1,000 msgs/s on a busy machine (BENCHMARKS.md, "The
+// latency scenario's producers fall short of 1,000 msgs/s").
 func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomic.Int64,
 	step func(ctx context.Context, producer int) (int, error)) (time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	start := time.Now()
 	var deadline time.Time
-	// ended closes at the deadline: a producer waiting for its next tick
+	// ended closes at the deadline: a producer waiting for its next step
 	// (a slow pace) stops there instead of a whole pace later.
 	ended := make(chan struct{})
 	if d > 0 {
@@ -233,21 +237,10 @@ func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomi
 	var wg sync.WaitGroup
 	for p := range n {
 		wg.Go(func() {
-			var tick <-chan time.Time
-			if pace > 0 {
-				t := time.NewTicker(pace)
-				defer t.Stop()
-				tick = t.C
-			}
+			schedule := pacer{next: start, pace: pace}
 			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
-				if tick != nil {
-					select {
-					case <-tick:
-					case <-ended:
-						return
-					case <-ctx.Done():
-						return
-					}
+				if wait := schedule.wait(time.Now()); wait > 0 && !sleepUnless(ctx, ended, wait) {
+					return
 				}
 				k, err := step(ctx, p)
 				if errors.Is(err, errEnough) {
@@ -267,6 +260,39 @@ func produce(ctx context.Context, n int, d, pace time.Duration, committed *atomi
 		return elapsed, err
 	}
 	return elapsed, nil
+}
+
+// pacer is one producer's schedule: with pace > 0 its k-th step is due at
+// start + k×pace, whenever the steps before it ended; with pace 0 every
+// step is due at once.
+type pacer struct {
+	next time.Time
+	pace time.Duration
+}
+
+// wait is how long from now until the next step is due (0 when it is
+// late), and moves the schedule on by one step.
+func (p *pacer) wait(now time.Time) time.Duration {
+	if p.pace <= 0 {
+		return 0
+	}
+	p.next = p.next.Add(p.pace)
+	return max(p.next.Sub(now), 0)
+}
+
+// sleepUnless waits d and reports true, or false as soon as ended closes or
+// ctx ends.
+func sleepUnless(ctx context.Context, ended <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ended:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // progress draws one status line on a writer, redrawn with "\r" while a run
