@@ -8,6 +8,7 @@ import (
 // assertion, checked here rather than in the package: a dialect must not
 // import the engine that depends on it.
 var (
-	_ engine.AckLeaser   = (*mysqlDialect)(nil)
-	_ engine.GroupLeaser = (*mysqlDialect)(nil)
+	_ engine.AckLeaser        = (*mysqlDialect)(nil)
+	_ engine.GroupLeaser      = (*mysqlDialect)(nil)
+	_ engine.BufferPoolReader = (*mysqlDialect)(nil)
 )

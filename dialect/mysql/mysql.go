@@ -163,7 +163,7 @@ func newDialect(db *bun.DB, prefix string, srv server) (*mysqlDialect, error) {
 		Limits: dialect.Limits{MaxPayloadBytes: maxStatement/2 - 64<<10, MaxStatementBytes: maxStatement},
 		Tuning: dialect.Tuning{SequencerWorkers: 2, VacuumWorkers: 4},
 		Sets: []any{probes, schemaSQL, migrationLock, registerSQL, insertSQL, enqueueSQL, dedupSQL, sequencerSQL, moveSQL, floorSQL,
-			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL},
+			processorSQL, leaseSQL, groupSQL, deadLetterSQL, purgeSQL, vacuumSQL, statsSQL, rotateSQL, settings},
 		Schema:       schema,
 		TxOptions:    txOptions(srv.readCommitted),
 		IsRetryable:  isRetryable,

@@ -117,6 +117,9 @@ func Start(ctx context.Context, d dialect.Dialect, cfg Config) (*Outbox, error) 
 	if err := retryTransient(ctx, d, cfg.Logger, "prepare statements", func() error { return d.Prepare(ctx) }); err != nil {
 		return nil, err
 	}
+	if bp, ok := d.(bufferPoolDialect); ok {
+		checkBufferPool(ctx, bp, o.log)
+	}
 	o.prio = prioritizer.New(prioritizer.Config{ProbeWindow: cfg.MaybeDirtyWindow})
 	o.procs = NewPool(d, cfg.Processor, specs)
 	if wn, ok := d.(dialect.WakeupNotifier); ok && !cfg.NoWakeups {

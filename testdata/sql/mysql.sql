@@ -644,3 +644,6 @@ TRUNCATE TABLE `seqbox_outgoing_g1`;
 
 -- rotations.Unlock (inlined)
 UNLOCK TABLES;
+
+-- settingsSQL.BufferPool (inlined)
+SELECT @@innodb_buffer_pool_size;
