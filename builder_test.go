@@ -1,12 +1,10 @@
 package seqbox_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -130,7 +128,7 @@ func TestPostgresWithoutListenerSaysSo(t *testing.T) {
 	d, err := dialects.Open(context.Background(), db, prefix)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = d.SchemaDrop(context.Background(), &dialect.SchemaDropParams{}) })
-	var logs lockedBuffer
+	var logs dbtest.SyncBuffer
 	ob, err := seqbox.New(db).TablePrefix(prefix).Migrate(true).Logger(slog.New(slog.NewTextHandler(&logs, nil))).
 		Queue("q", 1, processor.Leased(func(context.Context, processor.Delivery) error { return nil })).Start(ctx)
 	require.NoError(t, err)
@@ -138,25 +136,6 @@ func TestPostgresWithoutListenerSaysSo(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "wake-ups from other processes are off") },
 		30*time.Second, 10*time.Millisecond, "a failure bound: it is logged as the outbox starts")
 	require.Contains(t, logs.String(), "postgres.WithListener")
-}
-
-// lockedBuffer is a bytes.Buffer the outbox's goroutines may write to
-// while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestAdminWithMySQLDown: the entry points that work without a pipeline

@@ -1,11 +1,9 @@
 package mysql_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +13,6 @@ import (
 	"github.com/seqbox/seqbox/internal/dbtest"
 	"github.com/seqbox/seqbox/outbox"
 )
-
-// syncBuffer is a log sink Start's tasks may write to while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStartWarnsOfASmallBufferPool: on the real server, Start warns when
 // the database's partitions need more buffer pool than the server has
@@ -48,7 +28,7 @@ func TestStartWarnsOfASmallBufferPool(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT @@innodb_buffer_pool_size").Scan(&size))
 	const base, per = 32 << 20, 64 << 10
 	start := func(partitions int) string {
-		var logs syncBuffer
+		var logs dbtest.SyncBuffer
 		b := seqbox.New(db).TablePrefix(dbtest.Prefix(t)).Migrate(true).ProducerOnly().
 			Logger(slog.New(slog.NewTextHandler(&logs, nil)))
 		for q := 0; partitions > 0; q++ {

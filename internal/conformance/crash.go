@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"math/rand/v2"
@@ -9,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,7 +105,7 @@ type crashWorker struct {
 	e   *Env
 	env []string
 	cmd *exec.Cmd
-	out *syncBuffer
+	out *dbtest.SyncBuffer
 }
 
 func newCrashWorker(e *Env, role string, slot int, file string) *crashWorker {
@@ -130,7 +128,7 @@ func newCrashWorker(e *Env, role string, slot int, file string) *crashWorker {
 func (w *crashWorker) start(seed uint64) {
 	exe, err := os.Executable()
 	require.NoError(w.e.T, err)
-	w.out = &syncBuffer{}
+	w.out = &dbtest.SyncBuffer{}
 	w.cmd = exec.Command(exe, "-test.run=^TestCrashWorkerProcess$", "-test.v", "-test.timeout=5m")
 	w.cmd.Env = append(append(os.Environ(), w.env...), crashSeedEnv+"="+strconv.FormatUint(seed, 10))
 	w.cmd.Stdout, w.cmd.Stderr = w.out, w.out
@@ -162,21 +160,6 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-// syncBuffer collects a worker's output; exec copies into it from its
-// own goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
 
 // sqliteFile is the file behind e.DB, for a worker process to open.
 func sqliteFile(e *Env) string {
