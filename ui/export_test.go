@@ -17,7 +17,3 @@ func WithChartWindow(d time.Duration) Option {
 		return nil
 	}
 }
-
-// LogBuffer is logBuffer for the external tests: a log sink the outbox's
-// goroutines write to while a test reads it.
-type LogBuffer = logBuffer

@@ -66,19 +66,6 @@ func (c *clock) step(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
 func TestSamplerRates(t *testing.T) {
@@ -92,7 +79,7 @@ func TestSamplerRates(t *testing.T) {
 		{parts: []outbox.PartitionStats{part("a", 0, 60, 2), part("b", 0, 500, 0)}}, // +50s: a 30 in 30s; b back
 		{parts: []outbox.PartitionStats{part("a", 0, 60, 2), part("b", 0, 520, 0)}}, // +60s
 	}}
-	logs := &logBuffer{}
+	logs := &dbtest.SyncBuffer{}
 	c := &clock{t: t0}
 	s := newSampler(src, 10*time.Second, slog.New(slog.NewTextHandler(logs, nil)), c.now)
 	for range src.reads {
@@ -260,7 +247,7 @@ func TestSamplerLoop(t *testing.T) {
 // neither as a sample nor as a failure.
 func TestSamplerStopDuringRead(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &dbtest.SyncBuffer{}
 	src := &fakeStats{reads: []read{{}}, block: true, entered: make(chan struct{}, 1)}
 	s := newSampler(src, time.Second, slog.New(slog.NewTextHandler(logs, nil)), time.Now)
 	s.start(make(chan time.Time), func() {})

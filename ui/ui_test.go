@@ -43,7 +43,7 @@ type env struct {
 	db    *bun.DB
 	ob    *seqbox.Outbox
 	admin *seqbox.Admin
-	logs  *ui.LogBuffer
+	logs  *dbtest.SyncBuffer
 	h     *ui.Handler
 }
 
@@ -98,7 +98,7 @@ func newEnv(t *testing.T, open func(testing.TB) *bun.DB, extra ...queueDef) *env
 		defer cancel()
 		_ = ob.Stop(sctx)
 	})
-	e := &env{t: t, ctx: ctx, db: db, ob: ob, admin: ob.Admin(), logs: &ui.LogBuffer{}}
+	e := &env{t: t, ctx: ctx, db: db, ob: ob, admin: ob.Admin(), logs: &dbtest.SyncBuffer{}}
 	e.h, err = ui.New(e.admin, ui.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))),
 		ui.WithIdentity(func(r *http.Request) string { return r.Header.Get("X-User") }))
 	require.NoError(t, err)
